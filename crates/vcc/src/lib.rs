@@ -1,0 +1,1 @@
+//! The VCC trace compiler (skeleton; being built on the `vcc` branch).

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Bring up a local PostgreSQL 15 with pgvector 0.8.0 for memex: install, build, start, create roles.
+#
+# Idempotent: every step checks before it acts, so `make run` and `make test` call it every time.
+# Works on a fresh Debian bookworm machine as root (or through sudo). Only Debian's own package
+# servers are used; pgvector is built from Debian trixie's source package, because bookworm has no
+# pgvector package (see docs/adr/001-local-postgres.md).
+#
+# Creates:
+#   role memex      (LOGIN, owner of database memex)         -> used by `memex serve` (make run)
+#   role memex_test (LOGIN SUPERUSER, creates test databases) -> used by the test harness
+# The extension `vector` is created in the memex database and in template1, because
+# CREATE EXTENSION vector needs a superuser and the service role is not one.
+set -euo pipefail
+
+PG_MAJOR=15
+PGVECTOR_VERSION=0.8.0
+PG_CONFIG=/usr/lib/postgresql/$PG_MAJOR/bin/pg_config
+PG_PORT=${MEMEX_PG_PORT:-5432}
+
+log() { printf '[setup-postgres] %s\n' "$*" >&2; }
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { log "run as root or install sudo"; exit 1; }
+  SUDO="sudo"
+fi
+as_postgres() {
+  if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else sudo -u postgres -- "$@"; fi
+}
+
+apt_updated=0
+apt_install() {
+  if [ "$apt_updated" -eq 0 ]; then
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    apt_updated=1
+  fi
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# 1. PostgreSQL 15 server and client.
+if [ ! -x /usr/lib/postgresql/$PG_MAJOR/bin/postgres ]; then
+  log "installing postgresql-$PG_MAJOR"
+  apt_install "postgresql-$PG_MAJOR" "postgresql-client-$PG_MAJOR"
+fi
+
+# 2. pgvector, built from source when the extension is missing.
+if [ ! -f /usr/share/postgresql/$PG_MAJOR/extension/vector.control ]; then
+  log "building pgvector $PGVECTOR_VERSION from Debian's source package"
+  [ -x "$PG_CONFIG" ] || apt_install "postgresql-server-dev-$PG_MAJOR"
+  command -v make >/dev/null && command -v gcc >/dev/null || apt_install build-essential
+  dpkg -s "postgresql-server-dev-$PG_MAJOR" >/dev/null 2>&1 || apt_install "postgresql-server-dev-$PG_MAJOR"
+  work=$(mktemp -d)
+  chmod 755 "$work" # apt's _apt user must be able to write the lists
+  trap 'rm -rf "$work"' EXIT
+  mkdir -p "$work/lists/partial"
+  echo "deb-src http://deb.debian.org/debian trixie main" >"$work/src.list"
+  apt_src=(-o Dir::Etc::sourcelist="$work/src.list" -o Dir::Etc::sourceparts=- -o Dir::State::Lists="$work/lists")
+  $SUDO apt-get "${apt_src[@]}" update -qq
+  (cd "$work" && $SUDO apt-get "${apt_src[@]}" source --download-only pgvector >/dev/null)
+  tar xzf "$work"/pgvector_${PGVECTOR_VERSION}.orig.tar.gz -C "$work"
+  make -s -C "$work/pgvector-$PGVECTOR_VERSION" PG_CONFIG="$PG_CONFIG" >/dev/null
+  $SUDO make -s -C "$work/pgvector-$PGVECTOR_VERSION" PG_CONFIG="$PG_CONFIG" install >/dev/null
+fi
+
+# 3. The cluster: create if missing, start if stopped.
+if ! pg_lsclusters -h | awk '{print $1" "$2}' | grep -qx "$PG_MAJOR main"; then
+  log "creating cluster $PG_MAJOR/main"
+  $SUDO pg_createcluster "$PG_MAJOR" main --port "$PG_PORT" >/dev/null
+fi
+if ! pg_lsclusters -h | awk -v v="$PG_MAJOR" '$1==v && $2=="main" {print $4}' | grep -q online; then
+  log "starting cluster $PG_MAJOR/main"
+  $SUDO pg_ctlcluster "$PG_MAJOR" main start
+fi
+for _ in $(seq 1 50); do
+  as_postgres pg_isready -q -p "$PG_PORT" && break
+  sleep 0.2
+done
+as_postgres pg_isready -q -p "$PG_PORT" || { log "postgres did not become ready"; exit 1; }
+
+# 4. Roles, database, extension.
+psql_admin() { as_postgres psql -p "$PG_PORT" -v ON_ERROR_STOP=1 -qAt "$@"; }
+psql_admin -d postgres <<'SQL'
+DO $$BEGIN
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'memex') THEN
+    CREATE ROLE memex LOGIN PASSWORD 'memex';
+  END IF;
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'memex_test') THEN
+    CREATE ROLE memex_test LOGIN SUPERUSER PASSWORD 'memex_test';
+  END IF;
+END$$;
+SQL
+if [ "$(psql_admin -d postgres -c "SELECT 1 FROM pg_database WHERE datname = 'memex'")" != "1" ]; then
+  log "creating database memex"
+  psql_admin -d postgres -c "CREATE DATABASE memex OWNER memex"
+fi
+psql_admin -d memex -c "CREATE EXTENSION IF NOT EXISTS vector"
+psql_admin -d template1 -c "CREATE EXTENSION IF NOT EXISTS vector"
+
+log "ready: postgres://memex:memex@127.0.0.1:$PG_PORT/memex (pgvector $(psql_admin -d memex -c "SELECT extversion FROM pg_extension WHERE extname = 'vector'"))"
