@@ -13,13 +13,50 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the gRPC server.
+    Serve(cmd::serve::ServeArgs),
+    /// Apply database migrations and exit.
+    Migrate(cmd::serve::ConfigArgs),
+    /// Print the effective configuration (defaults < memex.toml < MEMEX_* < flags), secrets redacted.
+    Config(cmd::serve::ServeArgs),
+    /// Administration on the database: namespaces and API keys.
+    #[command(subcommand)]
+    Admin(cmd::admin::AdminCommand),
+    /// Sessions of a running server.
+    #[command(subcommand)]
+    Session(cmd::client::SessionCommand),
+    /// Append events (JSON lines on stdin) to a session of a running server.
+    Append(cmd::client::AppendArgs),
+    /// Print a session's events as JSON lines (the format `memex view` reads).
+    Events(cmd::client::EventsArgs),
+    /// Write an artifact's bytes to stdout.
+    Artifact(cmd::client::ArtifactArgs),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(cmd::bench::BenchCommand),
     /// Compile agent traces into VCC views (full, UI, adaptive), like the reference VCC.py.
     View(cmd::view::ViewArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
-        Command::View(args) => cmd::view::run(args),
+    let result = match cli.command {
+        Command::View(args) => return cmd::view::run(args),
+        Command::Serve(args) => cmd::runtime().and_then(|rt| rt.block_on(cmd::serve::serve(args))),
+        Command::Migrate(args) => cmd::runtime().and_then(|rt| rt.block_on(cmd::serve::migrate(args))),
+        Command::Config(args) => cmd::serve::print_config(args),
+        Command::Admin(c) => cmd::runtime().and_then(|rt| rt.block_on(cmd::admin::run(c))),
+        Command::Session(c) => cmd::runtime().and_then(|rt| rt.block_on(cmd::client::session(c))),
+        Command::Append(a) => cmd::runtime().and_then(|rt| rt.block_on(cmd::client::append(a))),
+        Command::Events(a) => cmd::runtime().and_then(|rt| rt.block_on(cmd::client::events(a))),
+        Command::Artifact(a) => cmd::runtime().and_then(|rt| rt.block_on(cmd::client::artifact(a))),
+        Command::Bench(c) => cmd::runtime().and_then(|rt| rt.block_on(cmd::bench::run(c))),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("memex: {e:#}");
+            ExitCode::FAILURE
+        }
     }
 }

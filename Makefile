@@ -1,0 +1,43 @@
+# memex — the two commands of the README, and the steps they are made of.
+#   make run    set up PostgreSQL 15 + pgvector, build, bootstrap the `default` namespace, serve on 127.0.0.1:50051
+#   make test   set up the database and run every test against it
+# Both are idempotent. Set-up needs root (or sudo) the first time.
+
+SHELL := /bin/bash
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
+DATABASE_URL      ?= postgres://memex:memex@127.0.0.1:5432/memex
+TEST_DATABASE_URL ?= postgres://memex_test:memex_test@127.0.0.1:5432/postgres
+CARGO             ?= cargo
+BIN               := $${CARGO_TARGET_DIR:-target}/release/memex
+
+.PHONY: run test setup toolchain db build release lint fmt bench-ingest clean-test-dbs
+
+run: setup release
+	$(BIN) admin bootstrap --namespace default --key-file .memex/dev.key --database-url $(DATABASE_URL)
+	@echo "API key for namespace 'default' is in .memex/dev.key"
+	$(BIN) serve --database-url $(DATABASE_URL)
+
+test: setup
+	TEST_DATABASE_URL=$(TEST_DATABASE_URL) $(CARGO) test --workspace --locked
+
+setup: toolchain db
+
+toolchain:
+	@bash scripts/setup-toolchain.sh
+
+db:
+	@bash scripts/setup-postgres.sh
+
+build:
+	$(CARGO) build --workspace --locked
+
+release:
+	$(CARGO) build --release --locked -p memex
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+
+bench-ingest: setup release
+	$(BIN) bench ingest --database-url $(DATABASE_URL)

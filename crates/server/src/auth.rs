@@ -1,0 +1,102 @@
+//! Authentication and namespace scoping. Every memex RPC names a namespace; `Auth::scope` turns
+//! that name plus the caller's bearer token into the namespace the call may touch, or a status.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use memex_store::{Access, ApiKey, Namespace, Store, StoreError};
+use tonic::{Request, Status};
+
+use crate::status::store_status;
+
+/// Resolves and checks the namespace of each call. Verified keys and namespaces are cached, so the
+/// common path costs no database round trip.
+#[derive(Clone)]
+pub struct Auth {
+    enabled: bool,
+    store: Store,
+    /// token hash → the live key, or None for an unknown/revoked token.
+    keys: moka::future::Cache<[u8; 32], Option<Arc<ApiKey>>>,
+    namespaces: moka::future::Cache<String, Namespace>,
+}
+
+impl Auth {
+    pub fn new(store: Store, enabled: bool, key_ttl: Duration) -> Auth {
+        Auth {
+            enabled,
+            store,
+            keys: moka::future::Cache::builder().max_capacity(100_000).time_to_live(key_ttl).build(),
+            // Namespaces are never renamed or deleted, so a found one can be kept.
+            namespaces: moka::future::Cache::builder().max_capacity(100_000).build(),
+        }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// The namespace `name` if the caller may act on it with `need`; otherwise
+    /// `INVALID_ARGUMENT` (no name), `UNAUTHENTICATED` (no or bad token), `PERMISSION_DENIED`
+    /// (another namespace's key, or too few rights) or `NOT_FOUND` (no such namespace, auth off).
+    pub async fn scope<T>(&self, req: &Request<T>, name: &str, need: Access) -> Result<Namespace, Status> {
+        if name.is_empty() {
+            return Err(Status::invalid_argument("namespace: is required"));
+        }
+        if !self.enabled {
+            return self.namespace(name).await;
+        }
+        let token = bearer_token(req)?;
+        let key = self.key(token).await?;
+        if key.namespace.name != name {
+            return Err(Status::permission_denied(format!(
+                "namespace: this API key belongs to namespace {:?}, not {name:?}",
+                key.namespace.name
+            )));
+        }
+        if key.access < need {
+            return Err(Status::permission_denied(format!(
+                "this API key has {} access; this call needs {}",
+                key.access.as_str(),
+                need.as_str()
+            )));
+        }
+        Ok(key.namespace.clone())
+    }
+
+    async fn namespace(&self, name: &str) -> Result<Namespace, Status> {
+        if let Some(ns) = self.namespaces.get(name).await {
+            return Ok(ns);
+        }
+        let ns = self.store.namespace(name).await.map_err(|e| store_status(&e))?;
+        self.namespaces.insert(name.to_owned(), ns.clone()).await;
+        Ok(ns)
+    }
+
+    async fn key(&self, token: &str) -> Result<Arc<ApiKey>, Status> {
+        let hash = memex_store::token_hash(token);
+        let store = self.store.clone();
+        let token = token.to_owned();
+        let found = self
+            .keys
+            .try_get_with(hash, async move { store.authenticate(&token).await.map(|k| k.map(Arc::new)) })
+            .await
+            .map_err(|e: Arc<StoreError>| store_status(&e))?;
+        found.ok_or_else(|| Status::unauthenticated("the API key is not valid (unknown or revoked)"))
+    }
+}
+
+fn bearer_token<T>(req: &Request<T>) -> Result<&str, Status> {
+    let value = req
+        .metadata()
+        .get("authorization")
+        .ok_or_else(|| Status::unauthenticated("missing API key: send metadata \"authorization: Bearer <token>\""))?;
+    let text =
+        value.to_str().map_err(|_| Status::unauthenticated("the authorization metadata is not printable ASCII"))?;
+    let (scheme, token) = text
+        .split_once(' ')
+        .ok_or_else(|| Status::unauthenticated("the authorization metadata must be \"Bearer <token>\""))?;
+    if !scheme.eq_ignore_ascii_case("bearer") || token.trim().is_empty() {
+        return Err(Status::unauthenticated("the authorization metadata must be \"Bearer <token>\""));
+    }
+    Ok(token.trim())
+}

@@ -1,0 +1,288 @@
+//! Typed configuration: defaults < `memex.toml` < `MEMEX_*` environment (`__` between nested keys,
+//! e.g. `MEMEX_DATABASE__URL`) < command-line flags. Printed at start-up with secrets redacted.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+/// The whole server configuration. Every field has a documented default.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Address `memex serve` listens on.
+    pub listen: SocketAddr,
+    pub database: DatabaseConfig,
+    pub auth: AuthConfig,
+    pub limits: LimitsConfig,
+    pub ingest: IngestConfig,
+    /// After a shutdown signal, in-flight RPCs get this long to finish before they are cut off.
+    pub shutdown_grace_secs: u64,
+    pub log: LogConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DatabaseConfig {
+    /// `postgres://user:password@host:port/db`. The default is the local database `make run` sets up.
+    pub url: String,
+    pub max_connections: u32,
+    pub min_connections: u32,
+    pub acquire_timeout_secs: u64,
+    /// Apply pending migrations when the server starts.
+    pub migrate_on_start: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// Require an API key on every memex RPC. Turn off only for local development; the server
+    /// then logs a warning at start-up and serves every namespace to anyone.
+    pub enabled: bool,
+    /// How long a verified (or rejected) key is remembered; a revoked key stops working within this.
+    pub key_cache_ttl_secs: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Largest accepted request message, in bytes.
+    pub max_message_bytes: usize,
+    /// Most events in one AppendEvents batch or one StreamEvents message.
+    pub max_batch_events: usize,
+    /// Longest identifier (agent id, task id, tool name, tool-call id, idempotency key), in bytes.
+    pub max_id_bytes: usize,
+    /// Deadline applied to RPCs whose client sets none, in seconds (0: none).
+    pub default_timeout_secs: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IngestConfig {
+    /// Tool results and errors longer than this are stored as artifacts.
+    pub artifact_threshold_bytes: usize,
+    /// Size of the inline head…tail excerpt kept for an artifactized output.
+    pub excerpt_bytes: usize,
+    /// Share of the excerpt taken from the head, in percent.
+    pub excerpt_head_percent: u8,
+    /// Write concurrent small appends together: one statement and one WAL flush for many
+    /// callers, each still all-or-nothing. Off: every append is its own transaction.
+    pub group_commit: bool,
+    /// Committer tasks (sessions are spread over them).
+    pub group_commit_shards: usize,
+    /// Appends of more events than this bypass the group committer.
+    pub group_commit_max_request_events: usize,
+    /// Most events in one shared statement.
+    pub group_commit_max_events: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogConfig {
+    /// `text` or `json`.
+    pub format: LogFormat,
+    /// A tracing filter, e.g. `info` or `memex=debug,sqlx=warn`. `RUST_LOG` overrides it.
+    pub filter: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+pub const DEFAULT_DATABASE_URL: &str = "postgres://memex:memex@127.0.0.1:5432/memex";
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 50051)),
+            database: DatabaseConfig::default(),
+            auth: AuthConfig::default(),
+            limits: LimitsConfig::default(),
+            ingest: IngestConfig::default(),
+            shutdown_grace_secs: 30,
+            log: LogConfig::default(),
+        }
+    }
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        DatabaseConfig {
+            url: DEFAULT_DATABASE_URL.to_owned(),
+            max_connections: 32,
+            min_connections: 2,
+            acquire_timeout_secs: 10,
+            migrate_on_start: true,
+        }
+    }
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig { enabled: true, key_cache_ttl_secs: 30 }
+    }
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            max_message_bytes: 64 * 1024 * 1024,
+            max_batch_events: 10_000,
+            max_id_bytes: 256,
+            default_timeout_secs: 0,
+        }
+    }
+}
+
+impl Default for IngestConfig {
+    fn default() -> Self {
+        IngestConfig {
+            artifact_threshold_bytes: 8 * 1024,
+            excerpt_bytes: 8 * 1024,
+            excerpt_head_percent: 60,
+            group_commit: true,
+            group_commit_shards: 4,
+            group_commit_max_request_events: 64,
+            group_commit_max_events: 2048,
+        }
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig { format: LogFormat::Text, filter: "info,sqlx=warn".to_owned() }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+    #[error("configuration: {0}")]
+    Figment(#[from] Box<figment::Error>),
+}
+
+/// The top-level keys `MEMEX_*` variables may set; other `MEMEX_*` variables (such as the client's
+/// `MEMEX_API_KEY`) are not configuration and are ignored here.
+const SECTIONS: [&str; 7] = ["listen", "database", "auth", "limits", "ingest", "shutdown_grace_secs", "log"];
+
+impl Config {
+    /// Loads the layered configuration. `file` is read if it exists (a missing default file is
+    /// fine; a missing file the user named is an error, checked by the caller). `overrides` are the
+    /// command-line flags, as a partial config.
+    pub fn load(file: Option<&Path>, overrides: impl Serialize) -> Result<Config, ConfigError> {
+        let mut fig = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(file) = file {
+            fig = fig.merge(Toml::file_exact(file));
+        }
+        fig = fig
+            .merge(Env::prefixed("MEMEX_").split("__").filter(|k| {
+                let top = k.as_str().split('.').next().unwrap_or_default();
+                SECTIONS.contains(&top)
+            }))
+            .merge(Serialized::defaults(overrides));
+        let config: Config = fig.extract().map_err(Box::new)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: &str| Err(ConfigError::Invalid(m.to_owned()));
+        if self.database.url.parse::<url::Url>().is_err() {
+            return bad("database.url is not a URL");
+        }
+        if self.database.max_connections == 0 || self.database.min_connections > self.database.max_connections {
+            return bad("database.max_connections must be > 0 and >= database.min_connections");
+        }
+        if self.limits.max_message_bytes < 1024 {
+            return bad("limits.max_message_bytes must be at least 1024");
+        }
+        if self.limits.max_batch_events == 0 {
+            return bad("limits.max_batch_events must be > 0");
+        }
+        if self.ingest.excerpt_head_percent > 100 {
+            return bad("ingest.excerpt_head_percent must be 0..=100");
+        }
+        if self.ingest.excerpt_bytes > self.ingest.artifact_threshold_bytes {
+            return bad("ingest.excerpt_bytes must not exceed ingest.artifact_threshold_bytes");
+        }
+        Ok(())
+    }
+
+    /// The configuration as TOML with the database password replaced by `***`, for logs.
+    pub fn redacted(&self) -> String {
+        let mut copy = self.clone();
+        copy.database.url = redact_url(&copy.database.url);
+        toml::to_string(&copy).unwrap_or_else(|e| format!("<unprintable config: {e}>"))
+    }
+
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_secs(self.shutdown_grace_secs)
+    }
+}
+
+/// `postgres://user:secret@host/db` → `postgres://user:***@host/db`.
+pub fn redact_url(raw: &str) -> String {
+    match url::Url::parse(raw) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("***"));
+            u.to_string()
+        }
+        Ok(u) => u.to_string(),
+        Err(_) => "<unparseable url>".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_auth_is_on() {
+        let c = Config::default();
+        c.validate().expect("defaults validate");
+        assert!(c.auth.enabled);
+        assert_eq!(c.listen.to_string(), "127.0.0.1:50051");
+    }
+
+    #[test]
+    fn layers_apply_in_order() {
+        let dir = std::env::temp_dir().join(format!("memex-config-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("tmp dir");
+        let file = dir.join("memex.toml");
+        std::fs::write(
+            &file,
+            "shutdown_grace_secs = 5\n[limits]\nmax_batch_events = 7\n[auth]\nkey_cache_ttl_secs = 9\n",
+        )
+        .expect("write");
+        #[derive(Serialize)]
+        struct Flags {
+            limits: serde_json::Value,
+        }
+        // Flags beat the file; the file beats defaults.
+        let c = Config::load(Some(&file), Flags { limits: serde_json::json!({"max_batch_events": 11}) }).expect("load");
+        assert_eq!(c.limits.max_batch_events, 11);
+        assert_eq!(c.shutdown_grace_secs, 5);
+        assert_eq!(c.auth.key_cache_ttl_secs, 9);
+        assert_eq!(c.limits.max_message_bytes, LimitsConfig::default().max_message_bytes);
+        std::fs::write(&file, "[limits]\nmax_batch_evnts = 7\n").expect("write");
+        let err = Config::load(Some(&file), serde_json::json!({})).expect_err("typo is an error");
+        assert!(err.to_string().contains("max_batch_evnts"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn redaction_hides_the_password_only() {
+        let mut c = Config::default();
+        c.database.url = "postgres://memex:hunter2@db:5432/memex".into();
+        let text = c.redacted();
+        assert!(text.contains("postgres://memex:***@db:5432/memex"), "{text}");
+        assert!(!text.contains("hunter2"));
+    }
+}

@@ -1,0 +1,138 @@
+//! The memex gRPC server. `run` is the whole server: tests bind `127.0.0.1:0` and call it
+//! in-process; `memex serve` calls it with the configured address.
+//!
+//! **Architecture invariant:** this crate wires and translates; it makes no decision about input
+//! validity (`memex-event`) or storage (`memex-store`). Domain errors become gRPC statuses in one
+//! place, `status.rs`.
+
+pub mod auth;
+pub mod config;
+mod convert;
+pub mod metrics;
+mod service;
+mod state;
+pub mod status;
+pub mod telemetry;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use memex_proto::v1::admin_service_server::AdminServiceServer;
+use memex_proto::v1::event_service_server::EventServiceServer;
+use memex_proto::v1::session_service_server::SessionServiceServer;
+use memex_store::{Store, StoreOptions};
+use tokio::net::TcpListener;
+use tonic::transport::Server;
+use tonic::transport::server::TcpIncoming;
+
+pub use config::Config;
+
+use crate::metrics::RpcMetricsLayer;
+use crate::state::AppState;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("cannot use the database: {0}")]
+    Store(#[from] memex_store::StoreError),
+    #[error("gRPC transport: {0}")]
+    Transport(#[from] tonic::transport::Error),
+    #[error("reflection service: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+}
+
+/// Connects the store described by `config.database`.
+pub async fn connect_store(config: &Config) -> Result<Store, memex_store::StoreError> {
+    let opts = StoreOptions {
+        max_connections: config.database.max_connections,
+        min_connections: config.database.min_connections,
+        acquire_timeout: Duration::from_secs(config.database.acquire_timeout_secs),
+        group_commit: config.ingest.group_commit.then_some(memex_store::GroupCommitOptions {
+            shards: config.ingest.group_commit_shards,
+            max_group_events: config.ingest.group_commit_max_events,
+            max_request_events: config.ingest.group_commit_max_request_events,
+        }),
+    };
+    Store::connect(&config.database.url, &opts).await
+}
+
+/// Serves memex on `listener` until `shutdown` completes, then drains in-flight RPCs for up to
+/// `config.shutdown_grace_secs` before returning.
+pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Output = ()>) -> Result<(), ServerError> {
+    let addr = listener.local_addr().ok();
+    tracing::info!(config = %config.redacted(), "starting memex");
+    if !config.auth.enabled {
+        for _ in 0..3 {
+            tracing::warn!(
+                "AUTHENTICATION IS DISABLED (auth.enabled = false): every namespace is open to anyone who can reach this port. Use only for local development."
+            );
+        }
+    }
+    let store = connect_store(&config).await?;
+    if config.database.migrate_on_start {
+        store.migrate().await?;
+        tracing::info!("database migrations applied");
+    }
+    let state = Arc::new(AppState::new(store.clone(), &config));
+    // tonic refuses messages beyond this outright (OUT_OF_RANGE); up to it, handlers refuse
+    // messages over the configured limit with INVALID_ARGUMENT naming the limit.
+    let hard_limit = config.limits.max_message_bytes.saturating_mul(2);
+
+    let (health_reporter, health) = tonic_health::server::health_reporter();
+    health_reporter.set_serving::<EventServiceServer<service::events::Events>>().await;
+    health_reporter.set_serving::<SessionServiceServer<service::sessions::Sessions>>().await;
+    health_reporter.set_serving::<AdminServiceServer<service::admin::Admin>>().await;
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(memex_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(memex_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()?;
+
+    let mut builder = Server::builder()
+        .trace_fn(|req| tracing::info_span!("rpc", method = %req.uri().path()))
+        .layer(RpcMetricsLayer::new());
+    if config.limits.default_timeout_secs > 0 {
+        builder = builder.timeout(Duration::from_secs(config.limits.default_timeout_secs));
+    }
+    let router = builder
+        .add_service(health)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(
+            EventServiceServer::new(service::events::Events::new(state.clone()))
+                .max_decoding_message_size(hard_limit)
+                .max_encoding_message_size(usize::MAX),
+        )
+        .add_service(
+            SessionServiceServer::new(service::sessions::Sessions::new(state.clone()))
+                .max_decoding_message_size(hard_limit),
+        )
+        .add_service(
+            AdminServiceServer::new(service::admin::Admin::new(state.clone())).max_decoding_message_size(hard_limit),
+        );
+
+    let grace = config.shutdown_grace();
+    let (fired_tx, fired_rx) = tokio::sync::oneshot::channel::<()>();
+    let signal = async move {
+        shutdown.await;
+        tracing::info!(grace_secs = grace.as_secs(), "shutdown requested: no new RPCs; draining in-flight ones");
+        health_reporter.set_not_serving::<EventServiceServer<service::events::Events>>().await;
+        let _ = fired_tx.send(());
+    };
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    tracing::info!(address = ?addr, auth = config.auth.enabled, "memex listening");
+    let server = router.serve_with_incoming_shutdown(incoming, signal);
+    tokio::pin!(server);
+    tokio::select! {
+        result = &mut server => result?,
+        _ = async { if fired_rx.await.is_ok() { tokio::time::sleep(grace).await } else { std::future::pending().await } } => {
+            tracing::warn!(grace_secs = grace.as_secs(), "grace period over: cutting off the RPCs still running");
+        }
+    }
+    store.pool().close().await;
+    tracing::info!("memex stopped");
+    Ok(())
+}

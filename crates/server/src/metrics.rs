@@ -1,0 +1,121 @@
+//! OpenTelemetry instruments. They are no-ops until `telemetry::init` installs an OTLP meter
+//! provider (when `OTEL_EXPORTER_OTLP_*` is set), so tests and plain runs pay nothing.
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::{Counter, Histogram};
+use tonic::codegen::http;
+
+pub struct Metrics {
+    pub events_appended: Counter<u64>,
+    pub append_batches: Counter<u64>,
+    pub artifact_bytes: Counter<u64>,
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let meter = opentelemetry::global::meter("memex");
+        Metrics {
+            events_appended: meter
+                .u64_counter("memex.events.appended")
+                .with_description("Events committed to the store")
+                .build(),
+            append_batches: meter
+                .u64_counter("memex.append.batches")
+                .with_description("Append batches committed (replays excluded)")
+                .build(),
+            artifact_bytes: meter
+                .u64_counter("memex.artifacts.bytes")
+                .with_description("Uncompressed bytes of artifactized tool outputs received")
+                .with_unit("By")
+                .build(),
+        }
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+/// A tower layer recording `rpc.server.duration` (seconds) per method and gRPC status code.
+#[derive(Clone)]
+pub struct RpcMetricsLayer {
+    duration: Histogram<f64>,
+}
+
+impl RpcMetricsLayer {
+    pub fn new() -> RpcMetricsLayer {
+        let meter = opentelemetry::global::meter("memex");
+        RpcMetricsLayer {
+            duration: meter
+                .f64_histogram("rpc.server.duration")
+                .with_description("Time to the response headers of each RPC")
+                .with_unit("s")
+                .build(),
+        }
+    }
+}
+
+impl Default for RpcMetricsLayer {
+    fn default() -> Self {
+        RpcMetricsLayer::new()
+    }
+}
+
+impl<S> tower::Layer<S> for RpcMetricsLayer {
+    type Service = RpcMetrics<S>;
+    fn layer(&self, inner: S) -> RpcMetrics<S> {
+        RpcMetrics { inner, duration: self.duration.clone() }
+    }
+}
+
+#[derive(Clone)]
+pub struct RpcMetrics<S> {
+    inner: S,
+    duration: Histogram<f64>,
+}
+
+impl<S, B, R> tower::Service<http::Request<B>> for RpcMetrics<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<R>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let method = req.uri().path().to_owned();
+        let start = Instant::now();
+        let fut = self.inner.call(req);
+        let duration = self.duration.clone();
+        Box::pin(async move {
+            let res = fut.await;
+            // Errors are usually trailers-only responses with grpc-status in the headers; a
+            // success carries its status in the trailers, which a layer cannot wait for.
+            let code = match &res {
+                Ok(r) => r
+                    .headers()
+                    .get("grpc-status")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .unwrap_or(0),
+                Err(_) => 2,
+            };
+            duration.record(
+                start.elapsed().as_secs_f64(),
+                &[KeyValue::new("rpc.method", method), KeyValue::new("rpc.grpc.status_code", code)],
+            );
+            res
+        })
+    }
+}

@@ -1,0 +1,56 @@
+//! The one table mapping domain errors to gRPC statuses. A caller's mistake is never `INTERNAL`;
+//! internal failures are logged here, where they are handled, and answered without details.
+use memex_event::FieldError;
+use memex_store::StoreError;
+use tonic::Status;
+
+pub fn field_status(e: &FieldError) -> Status {
+    Status::invalid_argument(e.to_string())
+}
+
+pub fn store_status(e: &StoreError) -> Status {
+    match e {
+        StoreError::Invalid(f) => field_status(f),
+        StoreError::NamespaceNotFound(_) => Status::not_found(format!("namespace: {e}")),
+        StoreError::SessionNotFound(_) => Status::not_found(format!("session_id: {e}")),
+        StoreError::EventNotFound { .. } => Status::not_found(e.to_string()),
+        StoreError::ArtifactNotFound(_) => Status::not_found(format!("artifact_id: {e}")),
+        StoreError::KeyNotFound(_) => Status::not_found(format!("key_id: {e}")),
+        StoreError::AlreadyExists(_) => Status::already_exists(e.to_string()),
+        StoreError::Corrupt(_) => {
+            tracing::error!(error = %e, "artifact failed verification");
+            Status::data_loss(e.to_string())
+        }
+        StoreError::Unavailable(_) => {
+            tracing::warn!("database pool exhausted");
+            Status::unavailable("the database is overloaded; retry with backoff")
+        }
+        StoreError::Database(_) | StoreError::Migrate(_) | StoreError::Compression(_) => {
+            tracing::error!(error = %e, "internal error");
+            Status::internal("internal error (logged on the server)")
+        }
+    }
+}
+
+/// A required UUID field.
+pub fn parse_uuid(field: &str, value: &str) -> Result<uuid::Uuid, Status> {
+    if value.is_empty() {
+        return Err(Status::invalid_argument(format!("{field}: is required")));
+    }
+    uuid::Uuid::try_parse(value).map_err(|_| Status::invalid_argument(format!("{field}: {value:?} is not a UUID")))
+}
+
+/// An optional UUID field (empty means absent).
+pub fn parse_opt_uuid(field: &str, value: &str) -> Result<Option<uuid::Uuid>, Status> {
+    if value.is_empty() { Ok(None) } else { parse_uuid(field, value).map(Some) }
+}
+
+/// Refuses a request larger than the configured limit, naming the limit.
+pub fn check_size(what: &str, encoded_len: usize, limit: usize) -> Result<(), Status> {
+    if encoded_len > limit {
+        return Err(Status::invalid_argument(format!(
+            "{what}: the message is {encoded_len} bytes, over the limit of {limit} (limits.max_message_bytes)"
+        )));
+    }
+    Ok(())
+}

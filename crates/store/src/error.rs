@@ -1,0 +1,53 @@
+use memex_event::{ArtifactId, FieldError};
+use uuid::Uuid;
+
+/// What can go wrong in the store, in terms a caller can act on. The server maps each variant to a
+/// gRPC status in one table (`memex-server`'s `status` module).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The input broke a rule only the database can check (e.g. a result naming no known call).
+    #[error(transparent)]
+    Invalid(#[from] FieldError),
+    #[error("namespace {0:?} does not exist")]
+    NamespaceNotFound(String),
+    #[error("session {0} does not exist in this namespace")]
+    SessionNotFound(Uuid),
+    #[error("{field}: event {id} does not exist in this namespace")]
+    EventNotFound { field: String, id: Uuid },
+    #[error("artifact {0} does not exist in this namespace")]
+    ArtifactNotFound(ArtifactId),
+    #[error("api key {0} does not exist in this namespace")]
+    KeyNotFound(Uuid),
+    /// A create that collides with an existing object of different content.
+    #[error("{0}")]
+    AlreadyExists(String),
+    /// Stored bytes no longer hash to their id: data loss, never the caller's fault.
+    #[error("artifact {0} is corrupt: its stored bytes do not hash to its id")]
+    Corrupt(ArtifactId),
+    /// The database could not take the request now (pool exhausted); retrying later may work.
+    #[error("the database is overloaded: {0}")]
+    Unavailable(sqlx::Error),
+    #[error("database error: {0}")]
+    Database(sqlx::Error),
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("compression failed: {0}")]
+    Compression(#[from] std::io::Error),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        match e {
+            sqlx::Error::PoolTimedOut => StoreError::Unavailable(e),
+            e => StoreError::Database(e),
+        }
+    }
+}
+
+/// True when `err` is a unique violation of the named constraint.
+pub(crate) fn is_unique_violation(err: &sqlx::Error, constraint: &str) -> bool {
+    match err {
+        sqlx::Error::Database(db) => db.is_unique_violation() && db.constraint() == Some(constraint),
+        _ => false,
+    }
+}

@@ -1,0 +1,103 @@
+//! The lossless event store on Postgres: namespaces, API keys, sessions, append-only events and
+//! content-addressed artifacts.
+//!
+//! **Architecture invariant:** events are never updated or deleted (a trigger refuses it), and an
+//! append either commits every event of its batch with consecutive seqs or commits nothing.
+//! **Architecture invariant:** every read and write is scoped by a namespace id; nothing here ever
+//! returns a row of another namespace.
+//! **Architecture invariant:** this crate decides nothing about input validity; `memex-event` does,
+//! before anything reaches the database.
+
+mod append;
+mod artifacts;
+mod error;
+mod group;
+mod keys;
+mod model;
+mod namespaces;
+mod read;
+mod sessions;
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+
+pub use append::AppendRequest;
+pub use artifacts::Artifact;
+pub use error::StoreError;
+pub use group::GroupCommitOptions;
+pub use keys::{Access, ApiKey, NewApiKey, token_hash};
+pub use model::{AppendOutcome, ArtifactRef, Event, Namespace, Session};
+pub use read::{EventPage, SeqRange, seq_page_token};
+pub use sessions::{NewSession, SessionFilter, SessionPage};
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// The migrations in `migrations/`, embedded at build time.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
+
+/// Connection-pool settings.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    pub max_connections: u32,
+    pub min_connections: u32,
+    pub acquire_timeout: Duration,
+    /// Combine concurrent small appends into shared statements (None: every append on its own).
+    pub group_commit: Option<GroupCommitOptions>,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            max_connections: 32,
+            min_connections: 2,
+            acquire_timeout: Duration::from_secs(10),
+            group_commit: Some(GroupCommitOptions::default()),
+        }
+    }
+}
+
+/// Handle to the event store. Cheap to clone (a pool inside).
+#[derive(Clone, Debug)]
+pub struct Store {
+    pool: PgPool,
+    group: Option<std::sync::Arc<group::GroupCommitter>>,
+}
+
+impl Store {
+    /// Connects a pool to `url` (a `postgres://` URL).
+    pub async fn connect(url: &str, opts: &StoreOptions) -> Result<Store> {
+        let connect: PgConnectOptions = url.parse()?;
+        let pool = PgPoolOptions::new()
+            .max_connections(opts.max_connections)
+            .min_connections(opts.min_connections)
+            .acquire_timeout(opts.acquire_timeout)
+            .connect_with(connect.application_name("memex"))
+            .await?;
+        let group = opts.group_commit.as_ref().map(|g| std::sync::Arc::new(group::GroupCommitter::start(&pool, g)));
+        Ok(Store { pool, group })
+    }
+
+    /// A store over an existing pool, writing every append on its own (no group commit).
+    pub fn from_pool(pool: PgPool) -> Store {
+        Store { pool, group: None }
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Applies pending migrations. Safe to run concurrently from several replicas: sqlx takes an
+    /// advisory lock.
+    pub async fn migrate(&self) -> Result<()> {
+        MIGRATOR.run(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Round trip to the database, for readiness checks.
+    pub async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+}

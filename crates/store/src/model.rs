@@ -1,0 +1,62 @@
+//! Rows as the store returns them.
+use chrono::{DateTime, Utc};
+use memex_event::ArtifactId;
+use uuid::Uuid;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Namespace {
+    pub id: Uuid,
+    pub name: String,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Session {
+    pub id: Uuid,
+    pub namespace_id: Uuid,
+    pub agent_id: String,
+    pub parent_session_id: Option<Uuid>,
+    pub task_id: Option<String>,
+    pub source_format: String,
+    pub metadata: Option<serde_json::Value>,
+    pub created_at: DateTime<Utc>,
+    /// Number of events, which is also the seq of the last one.
+    pub event_count: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArtifactRef {
+    pub id: ArtifactId,
+    pub size: u64,
+    pub media_type: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    pub id: Uuid,
+    pub session_id: Uuid,
+    pub seq: u64,
+    pub kind: String,
+    /// The full text, or the excerpt when `artifact` is set.
+    pub content: String,
+    pub artifact: Option<ArtifactRef>,
+    pub agent_id: String,
+    pub task_id: Option<String>,
+    pub tool_name: Option<String>,
+    pub tool_call_id: Option<String>,
+    pub event_time: DateTime<Utc>,
+    pub ingest_time: DateTime<Utc>,
+    pub metadata: Option<serde_json::Value>,
+}
+
+/// The result of an append, or of the replay of a keyed one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AppendOutcome {
+    pub session_id: Uuid,
+    pub first_seq: u64,
+    pub last_seq: u64,
+    pub event_ids: Vec<Uuid>,
+    pub replayed: bool,
+    /// The artifacts of artifactized events, in event order.
+    pub artifacts: Vec<ArtifactRef>,
+}

@@ -1,0 +1,137 @@
+//! Reading events back: by id, or by a session's seq range, paginated.
+use chrono::{DateTime, Utc};
+use memex_event::{ArtifactId, FieldError};
+use uuid::Uuid;
+
+use crate::{ArtifactRef, Event, Result, Store, StoreError};
+
+/// An inclusive seq range; `to = None` reads to the end of the session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeqRange {
+    pub from: u64,
+    pub to: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventPage {
+    pub events: Vec<Event>,
+    pub next_page_token: Option<String>,
+}
+
+type EventRow = (
+    Uuid,
+    Uuid,
+    i64,
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    DateTime<Utc>,
+    DateTime<Utc>,
+    Option<serde_json::Value>,
+    Option<Vec<u8>>,
+    Option<i64>,
+    Option<String>,
+);
+
+const EVENT_SELECT: &str = "SELECT e.id, e.session_id, e.seq, e.kind, e.content, e.agent_id, e.task_id, e.tool_name,
+        e.tool_call_id, e.event_time, e.ingest_time, e.metadata, e.artifact_id, a.size, a.media_type
+ FROM events e
+ LEFT JOIN artifacts a ON a.namespace_id = e.namespace_id AND a.id = e.artifact_id";
+
+fn event_from_row(r: EventRow) -> Event {
+    let artifact = match (r.12.as_deref().and_then(ArtifactId::from_slice), r.13, r.14) {
+        (Some(id), Some(size), Some(media_type)) => Some(ArtifactRef { id, size: size as u64, media_type }),
+        _ => None,
+    };
+    Event {
+        id: r.0,
+        session_id: r.1,
+        seq: r.2 as u64,
+        kind: r.3,
+        content: r.4,
+        agent_id: r.5,
+        task_id: r.6,
+        tool_name: r.7,
+        tool_call_id: r.8,
+        event_time: r.9,
+        ingest_time: r.10,
+        metadata: r.11,
+        artifact,
+    }
+}
+
+impl Store {
+    /// The events with these ids, in the order asked. An id that is not an event of this
+    /// namespace is `EventNotFound`, naming its position (`event_ids[2]`).
+    pub async fn events_by_ids(&self, namespace_id: Uuid, ids: &[Uuid]) -> Result<Vec<Event>> {
+        let sql = format!("{EVENT_SELECT} WHERE e.id = ANY($1) AND e.namespace_id = $2");
+        let rows: Vec<EventRow> =
+            sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(ids).bind(namespace_id).fetch_all(&self.pool).await?;
+        let by_id: std::collections::HashMap<Uuid, Event> =
+            rows.into_iter().map(event_from_row).map(|e| (e.id, e)).collect();
+        ids.iter()
+            .enumerate()
+            .map(|(i, id)| {
+                by_id
+                    .get(id)
+                    .cloned()
+                    .ok_or_else(|| StoreError::EventNotFound { field: format!("event_ids[{i}]"), id: *id })
+            })
+            .collect()
+    }
+
+    /// A page of a session's events in seq order.
+    pub async fn events_in_range(
+        &self,
+        namespace_id: Uuid,
+        session_id: Uuid,
+        range: SeqRange,
+        page_size: u32,
+        page_token: Option<&str>,
+    ) -> Result<EventPage> {
+        let from = match page_token {
+            Some(t) => parse_seq_token(t)?.max(range.from),
+            None => range.from,
+        };
+        let to = range.to.map(|t| t as i64).unwrap_or(i64::MAX);
+        let sql = format!(
+            "{EVENT_SELECT} WHERE e.session_id = $1 AND e.namespace_id = $2 AND e.seq >= $3 AND e.seq <= $4
+             ORDER BY e.seq LIMIT $5"
+        );
+        let rows: Vec<EventRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(session_id)
+            .bind(namespace_id)
+            .bind(from as i64)
+            .bind(to)
+            .bind(i64::from(page_size) + 1)
+            .fetch_all(&self.pool)
+            .await?;
+        if rows.is_empty() {
+            // Tell an empty range apart from a session that is not there.
+            self.session(namespace_id, session_id).await?;
+        }
+        let mut events: Vec<Event> = rows.into_iter().map(event_from_row).collect();
+        let next_page_token = if events.len() > page_size as usize {
+            events.truncate(page_size as usize);
+            events.last().map(|e| seq_page_token(e.seq + 1))
+        } else {
+            None
+        };
+        Ok(EventPage { events, next_page_token })
+    }
+}
+
+/// The page token that resumes a range read at `seq`.
+pub fn seq_page_token(seq: u64) -> String {
+    format!("seq:{seq}")
+}
+
+fn parse_seq_token(token: &str) -> Result<u64> {
+    token
+        .strip_prefix("seq:")
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| FieldError::new("page_token", "is not a token this server issued").into())
+}

@@ -1,0 +1,336 @@
+//! `memex bench ingest`: durable ingest throughput (batched appends) and single-append latency at
+//! N concurrent writers, through the real gRPC API. Prints figures, then one JSON line.
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use memex_proto::v1 as pb;
+use serde_json::json;
+
+use super::client::{Clients, Conn};
+use super::serve::{ConfigArgs, load};
+
+#[derive(clap::Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Ingest throughput and latency.
+    Ingest(IngestArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct IngestArgs {
+    /// Benchmark a running server instead of starting one in-process (needs --api-key or a key
+    /// file with write access to --namespace).
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    #[arg(long, short = 'n', default_value = "default")]
+    pub namespace: String,
+    #[arg(long, env = "MEMEX_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Events to append in the batched phase.
+    #[arg(long, default_value_t = 200_000)]
+    pub events: u64,
+    /// Events per AppendEvents call in the batched phase.
+    #[arg(long, default_value_t = 1000)]
+    pub batch_size: usize,
+    /// Concurrent writers in the batched phase (each on its own session).
+    #[arg(long, default_value_t = 4)]
+    pub batch_writers: usize,
+    /// Concurrent writers in the single-append phase.
+    #[arg(long, default_value_t = 64)]
+    pub writers: usize,
+    /// Length of the single-append phase, in seconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub seconds: f64,
+    /// Bytes of content per event.
+    #[arg(long, default_value_t = 200)]
+    pub content_bytes: usize,
+    /// All single-append writers share one session (worst case: they serialize on its counter).
+    #[arg(long)]
+    pub same_session: bool,
+    /// Profile only: call the store directly for the single-append phase, skipping gRPC, to
+    /// separate the database's share of the latency from the RPC layer's.
+    #[arg(long)]
+    pub direct: bool,
+}
+
+pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
+    match cmd {
+        BenchCommand::Ingest(args) => ingest(args).await,
+    }
+}
+
+async fn ingest(args: IngestArgs) -> anyhow::Result<()> {
+    let (conn, _server) = match &args.endpoint {
+        Some(endpoint) => (
+            Conn {
+                endpoint: endpoint.clone(),
+                namespace: args.namespace.clone(),
+                api_key: args.api_key.clone(),
+                api_key_file: ".memex/dev.key".into(),
+            },
+            None,
+        ),
+        None => {
+            let (conn, server) = start_server(&args.config).await?;
+            (conn, Some(server))
+        }
+    };
+    let clients = conn.connect().await?;
+    let content = "x".repeat(args.content_bytes.saturating_sub(16));
+
+    // Phase 1: batched appends.
+    let sessions = new_sessions(&clients, &conn.namespace, args.batch_writers).await?;
+    let remaining = Arc::new(AtomicU64::new(args.events));
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for session in sessions {
+        let mut events = clients.events.clone();
+        let remaining = remaining.clone();
+        let (ns, content, batch) = (conn.namespace.clone(), content.clone(), args.batch_size as u64);
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            loop {
+                let claimed = remaining
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| (r > 0).then(|| r.saturating_sub(batch)));
+                let Ok(before) = claimed else { break };
+                let take = before.min(batch);
+                let evs: Vec<pb::EventInput> = (0..take).map(|i| event(n + i, &content)).collect();
+                events
+                    .append_events(pb::AppendEventsRequest {
+                        namespace: ns.clone(),
+                        session_id: session.clone(),
+                        events: evs,
+                        idempotency_key: String::new(),
+                    })
+                    .await?;
+                n += take;
+            }
+            anyhow::Ok(n)
+        }));
+    }
+    let mut appended = 0;
+    for t in tasks {
+        appended += t.await??;
+    }
+    let batched_secs = start.elapsed().as_secs_f64();
+    let batched_rate = appended as f64 / batched_secs;
+    println!(
+        "batched: {appended} events in {batched_secs:.2} s = {batched_rate:.0} events/s ({} writers, {} events/batch, {} B content)",
+        args.batch_writers, args.batch_size, args.content_bytes
+    );
+
+    if args.direct {
+        return direct_single(&args, &content).await;
+    }
+
+    // Phase 2: single appends at N writers, closed loop.
+    let sessions = if args.same_session {
+        vec![new_sessions(&clients, &conn.namespace, 1).await?.remove(0); args.writers]
+    } else {
+        new_sessions(&clients, &conn.namespace, args.writers).await?
+    };
+    let until = Instant::now() + Duration::from_secs_f64(args.seconds);
+    let mut tasks = Vec::new();
+    for session in sessions {
+        let mut events = clients.events.clone();
+        let (ns, content) = (conn.namespace.clone(), content.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut hist = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+            let mut i = 0u64;
+            while Instant::now() < until {
+                let t0 = Instant::now();
+                events
+                    .append_events(pb::AppendEventsRequest {
+                        namespace: ns.clone(),
+                        session_id: session.clone(),
+                        events: vec![note(i, &content)],
+                        idempotency_key: String::new(),
+                    })
+                    .await?;
+                hist.record(t0.elapsed().as_micros().max(1) as u64)?;
+                i += 1;
+            }
+            anyhow::Ok(hist)
+        }));
+    }
+    let mut hist = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+    for t in tasks {
+        hist.add(t.await??)?;
+    }
+    let ms = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
+    let rate = hist.len() as f64 / args.seconds;
+    println!(
+        "single: {} appends at {} writers{} in {:.1} s = {rate:.0} appends/s; latency p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        hist.len(),
+        args.writers,
+        if args.same_session { " on one session" } else { "" },
+        args.seconds,
+        ms(0.5),
+        ms(0.9),
+        ms(0.99),
+        hist.max() as f64 / 1000.0
+    );
+    let summary = json!({
+        "bench": "ingest",
+        "server": if args.endpoint.is_some() { "external" } else { "in-process" },
+        "batched": {
+            "events": appended, "batch_size": args.batch_size, "writers": args.batch_writers,
+            "content_bytes": args.content_bytes, "seconds": round(batched_secs), "events_per_sec": batched_rate.round(),
+        },
+        "single": {
+            "writers": args.writers, "same_session": args.same_session, "appends": hist.len(),
+            "seconds": args.seconds, "appends_per_sec": rate.round(),
+            "p50_ms": round(ms(0.5)), "p90_ms": round(ms(0.9)), "p99_ms": round(ms(0.99)),
+            "max_ms": round(hist.max() as f64 / 1000.0),
+        },
+    });
+    println!("{summary}");
+    Ok(())
+}
+
+fn round(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn note(i: u64, content: &str) -> pb::EventInput {
+    pb::EventInput { kind: "note".into(), content: format!("event {i:>10} {content}"), ..Default::default() }
+}
+
+/// A realistic mix: assistant text, then a tool call and its result.
+fn event(i: u64, content: &str) -> pb::EventInput {
+    match i % 3 {
+        0 => pb::EventInput {
+            kind: "assistant_message".into(),
+            content: format!("event {i:>10} {content}"),
+            ..Default::default()
+        },
+        1 => pb::EventInput {
+            kind: "tool_call".into(),
+            tool_name: "Bash".into(),
+            tool_call_id: format!("call_{i}"),
+            content: format!("{{\"command\":\"echo {i}\"}}"),
+            ..Default::default()
+        },
+        _ => pb::EventInput {
+            kind: "tool_result".into(),
+            tool_call_id: format!("call_{}", i - 1),
+            content: format!("event {i:>10} {content}"),
+            ..Default::default()
+        },
+    }
+}
+
+async fn new_sessions(c: &Clients, namespace: &str, n: usize) -> anyhow::Result<Vec<String>> {
+    let mut out = Vec::with_capacity(n);
+    let mut sessions = c.sessions.clone();
+    for i in 0..n {
+        let s = sessions
+            .create_session(pb::CreateSessionRequest {
+                namespace: namespace.to_owned(),
+                agent_id: format!("bench-{i}"),
+                ..Default::default()
+            })
+            .await?
+            .into_inner();
+        out.push(s.id);
+    }
+    Ok(out)
+}
+
+/// Starts a server in-process on 127.0.0.1:0 with auth off, in a fresh namespace.
+async fn start_server(config: &ConfigArgs) -> anyhow::Result<(Conn, tokio::sync::oneshot::Sender<()>)> {
+    let mut config = load(config, None)?;
+    config.auth.enabled = false;
+    config.log.filter = "warn".into();
+    let store = memex_server::connect_store(&config).await.context("bench needs the database (make run sets it up)")?;
+    store.migrate().await?;
+    let namespace = format!("bench-{}", ulid::Ulid::generate().to_string().to_lowercase());
+    store.create_namespace(&namespace).await?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        if let Err(e) = memex_server::run(listener, config, async {
+            let _ = rx.await;
+        })
+        .await
+        {
+            eprintln!("bench server: {e}");
+        }
+    });
+    let conn =
+        Conn { endpoint: format!("http://{addr}"), namespace, api_key: None, api_key_file: "/nonexistent".into() };
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok((conn, tx))
+}
+
+/// The single-append phase against the store itself (no gRPC), for profiling.
+async fn direct_single(args: &IngestArgs, content: &str) -> anyhow::Result<()> {
+    let config = load(&args.config, None)?;
+    let store = memex_server::connect_store(&config).await?;
+    let ns = store.create_namespace(&format!("bench-{}", ulid::Ulid::generate().to_string().to_lowercase())).await?;
+    let mut tasks = Vec::new();
+    let until = Instant::now() + Duration::from_secs_f64(args.seconds);
+    for w in 0..args.writers {
+        let store = store.clone();
+        let session = store
+            .create_session(
+                ns.id,
+                memex_store::NewSession {
+                    agent_id: format!("bench-{w}"),
+                    source_format: "memex".into(),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        let content = content.to_owned();
+        tasks.push(tokio::spawn(async move {
+            let mut hist = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+            let mut i = 0u64;
+            while Instant::now() < until {
+                let input = memex_event::EventInput {
+                    kind: "note".into(),
+                    content: format!("event {i:>10} {content}"),
+                    ..Default::default()
+                };
+                let t0 = Instant::now();
+                let fingerprint = memex_event::batch_fingerprint("", std::slice::from_ref(&input));
+                let batch = memex_event::prepare_batch(vec![input], &Default::default(), &Default::default())?;
+                store
+                    .append(memex_store::AppendRequest {
+                        namespace_id: ns.id,
+                        session_id: session.id,
+                        batch,
+                        idempotency_key: None,
+                        fingerprint,
+                    })
+                    .await?;
+                hist.record(t0.elapsed().as_micros().max(1) as u64)?;
+                i += 1;
+            }
+            anyhow::Ok(hist)
+        }));
+    }
+    let mut hist = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+    for t in tasks {
+        hist.add(t.await??)?;
+    }
+    let ms = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
+    println!(
+        "direct single (no gRPC): {} appends at {} writers = {:.0} appends/s; p50 {:.2} ms, p99 {:.2} ms",
+        hist.len(),
+        args.writers,
+        hist.len() as f64 / args.seconds,
+        ms(0.5),
+        ms(0.99)
+    );
+    Ok(())
+}

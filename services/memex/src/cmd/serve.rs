@@ -1,0 +1,113 @@
+//! `memex serve`, `memex migrate`, `memex config`.
+use std::path::PathBuf;
+
+use anyhow::Context;
+use memex_server::Config;
+use serde::Serialize;
+
+/// Where the configuration comes from; shared by every subcommand that reads it.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ConfigArgs {
+    /// Configuration file (default: ./memex.toml if it exists).
+    #[arg(long, short = 'c', env = "MEMEX_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Database URL (overrides database.url).
+    #[arg(long)]
+    pub database_url: Option<String>,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Address to listen on (overrides `listen`).
+    #[arg(long)]
+    pub listen: Option<std::net::SocketAddr>,
+    /// Log format (overrides log.format).
+    #[arg(long, value_parser = ["text", "json"])]
+    pub log_format: Option<String>,
+    /// Serve without authentication: anyone who can reach the port can read and write every
+    /// namespace. For local development only.
+    #[arg(long)]
+    pub insecure_disable_auth: bool,
+}
+
+/// The flags, as a partial configuration layered over file and environment.
+#[derive(Serialize, Default)]
+struct Overrides {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    listen: Option<String>,
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+    database: serde_json::Map<String, serde_json::Value>,
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+    auth: serde_json::Map<String, serde_json::Value>,
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+    log: serde_json::Map<String, serde_json::Value>,
+}
+
+pub fn load(args: &ConfigArgs, serve: Option<&ServeArgs>) -> anyhow::Result<Config> {
+    let mut o = Overrides::default();
+    if let Some(url) = &args.database_url {
+        o.database.insert("url".into(), url.clone().into());
+    }
+    if let Some(s) = serve {
+        o.listen = s.listen.map(|a| a.to_string());
+        if s.insecure_disable_auth {
+            o.auth.insert("enabled".into(), false.into());
+        }
+        if let Some(f) = &s.log_format {
+            o.log.insert("format".into(), f.clone().into());
+        }
+    }
+    let file = match &args.config {
+        Some(path) => {
+            anyhow::ensure!(path.exists(), "configuration file {} does not exist", path.display());
+            Some(path.clone())
+        }
+        None => Some(PathBuf::from("memex.toml")).filter(|p| p.exists()),
+    };
+    Ok(Config::load(file.as_deref(), o)?)
+}
+
+pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let config = load(&args.config, Some(&args))?;
+    let _telemetry = memex_server::telemetry::init(&config.log)?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    memex_server::run(listener, config, shutdown_signal()).await?;
+    Ok(())
+}
+
+pub async fn migrate(args: ConfigArgs) -> anyhow::Result<()> {
+    let config = load(&args, None)?;
+    let store = memex_server::connect_store(&config).await?;
+    store.migrate().await?;
+    eprintln!("migrations applied to {}", memex_server::config::redact_url(&config.database.url));
+    Ok(())
+}
+
+pub fn print_config(args: ServeArgs) -> anyhow::Result<()> {
+    let config = load(&args.config, Some(&args))?;
+    print!("{}", config.redacted());
+    Ok(())
+}
+
+/// Completes on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+}

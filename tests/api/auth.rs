@@ -1,0 +1,177 @@
+//! API keys and namespace isolation.
+use memex_proto::v1 as pb;
+use memex_store::Access;
+use memex_tests::server_or_skip;
+
+use crate::{assert_status, ev, fixture};
+
+#[tokio::test]
+async fn a_key_of_one_namespace_can_never_touch_another() {
+    let srv = server_or_skip!();
+    let mut a = fixture(&srv, "tenant-a").await;
+    let b = fixture(&srv, "tenant-b").await;
+    a.append(vec![ev("note", "secret of a")]).await.unwrap();
+    let a_event = a.all_events().await[0].id.clone();
+
+    // b's key, naming namespace a: refused whatever the call.
+    let mut bc = b.c.clone();
+    let read = bc
+        .events
+        .get_events(pb::GetEventsRequest {
+            namespace: "tenant-a".into(),
+            session_id: a.session.clone(),
+            ..Default::default()
+        })
+        .await;
+    assert_status(read, tonic::Code::PermissionDenied, "tenant-b");
+    let write = bc
+        .events
+        .append_events(pb::AppendEventsRequest {
+            namespace: "tenant-a".into(),
+            session_id: a.session.clone(),
+            events: vec![ev("note", "intrusion")],
+            idempotency_key: String::new(),
+        })
+        .await;
+    assert_status(write, tonic::Code::PermissionDenied, "namespace");
+    // b's key in its own namespace cannot see a's objects either: they do not exist there.
+    let cross_session = bc
+        .events
+        .append_events(pb::AppendEventsRequest {
+            namespace: "tenant-b".into(),
+            session_id: a.session.clone(),
+            events: vec![ev("note", "intrusion")],
+            idempotency_key: String::new(),
+        })
+        .await;
+    assert_status(cross_session, tonic::Code::NotFound, "session_id");
+    let cross_event = bc
+        .events
+        .get_events(pb::GetEventsRequest {
+            namespace: "tenant-b".into(),
+            event_ids: vec![a_event],
+            ..Default::default()
+        })
+        .await;
+    assert_status(cross_event, tonic::Code::NotFound, "event_ids[0]");
+    let cross_get = bc
+        .sessions
+        .get_session(pb::GetSessionRequest { namespace: "tenant-b".into(), session_id: a.session.clone() })
+        .await;
+    assert_status(cross_get, tonic::Code::NotFound, "session_id");
+    let listed = bc
+        .sessions
+        .list_sessions(pb::ListSessionsRequest { namespace: "tenant-b".into(), ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(listed.sessions.iter().all(|s| s.id != a.session));
+    assert_eq!(a.event_count().await, 1, "nothing was written to a");
+}
+
+#[tokio::test]
+async fn missing_bad_and_weak_keys_are_refused() {
+    let srv = server_or_skip!();
+    let f = fixture(&srv, "keys").await;
+    let req = |ns: &str| pb::GetSessionRequest { namespace: ns.into(), session_id: f.session.clone() };
+    let mut anon = srv.clients(None).await;
+    assert_status(anon.sessions.get_session(req("keys")).await, tonic::Code::Unauthenticated, "authorization");
+    let mut bogus = srv.clients(Some("mx_not_a_real_key")).await;
+    assert_status(bogus.sessions.get_session(req("keys")).await, tonic::Code::Unauthenticated, "not valid");
+    let (_, read_token) = srv.namespace_with_key("keys", Access::Read).await;
+    let mut reader = srv.clients(Some(&read_token)).await;
+    reader.sessions.get_session(req("keys")).await.unwrap();
+    let write = reader
+        .events
+        .append_events(pb::AppendEventsRequest {
+            namespace: "keys".into(),
+            session_id: f.session.clone(),
+            events: vec![ev("note", "x")],
+            idempotency_key: String::new(),
+        })
+        .await;
+    assert_status(write, tonic::Code::PermissionDenied, "needs write");
+    let (_, write_token) = srv.namespace_with_key("keys", Access::Write).await;
+    let mut writer = srv.clients(Some(&write_token)).await;
+    let admin_call = writer.admin.list_api_keys(pb::ListApiKeysRequest { namespace: "keys".into() }).await;
+    assert_status(admin_call, tonic::Code::PermissionDenied, "needs admin");
+    // The namespace is required.
+    assert_status(writer.sessions.get_session(req("")).await, tonic::Code::InvalidArgument, "namespace");
+}
+
+#[tokio::test]
+async fn admin_keys_manage_keys_and_revocation_takes_effect() {
+    let srv = server_or_skip!(|c: &mut memex_server::Config| c.auth.key_cache_ttl_secs = 0);
+    let mut f = fixture(&srv, "adm").await;
+    let created =
+        f.c.admin
+            .create_api_key(pb::CreateApiKeyRequest {
+                namespace: "adm".into(),
+                name: "ci".into(),
+                right: pb::Right::Write as i32,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+    let key = created.key.unwrap();
+    assert!(created.token.starts_with("mx_"));
+    let mut ci = srv.clients(Some(&created.token)).await;
+    ci.events
+        .append_events(pb::AppendEventsRequest {
+            namespace: "adm".into(),
+            session_id: f.session.clone(),
+            events: vec![ev("note", "from ci")],
+            idempotency_key: String::new(),
+        })
+        .await
+        .unwrap();
+    let keys = f.c.admin.list_api_keys(pb::ListApiKeysRequest { namespace: "adm".into() }).await.unwrap().into_inner();
+    assert!(keys.keys.iter().any(|k| k.id == key.id && k.right == pb::Right::Write as i32));
+    let revoked =
+        f.c.admin
+            .revoke_api_key(pb::RevokeApiKeyRequest { namespace: "adm".into(), key_id: key.id.clone() })
+            .await
+            .unwrap()
+            .into_inner();
+    assert!(revoked.revoked_at.is_some());
+    let after =
+        ci.sessions.get_session(pb::GetSessionRequest { namespace: "adm".into(), session_id: f.session.clone() }).await;
+    assert_status(after, tonic::Code::Unauthenticated, "revoked");
+    let bad_right =
+        f.c.admin.create_api_key(pb::CreateApiKeyRequest { namespace: "adm".into(), name: "x".into(), right: 0 }).await;
+    assert_status(bad_right, tonic::Code::InvalidArgument, "right");
+    // Only the token's hash is stored.
+    let stored: Vec<u8> = sqlx::query_scalar("SELECT token_hash FROM api_keys WHERE id = $1::uuid")
+        .bind(&key.id)
+        .fetch_one(srv.store.pool())
+        .await
+        .unwrap();
+    assert_eq!(stored, memex_store::token_hash(&created.token).to_vec());
+}
+
+#[tokio::test]
+async fn with_auth_off_namespaces_are_open_but_must_exist() {
+    let srv = server_or_skip!(|c: &mut memex_server::Config| c.auth.enabled = false);
+    srv.store.create_namespace("open").await.unwrap();
+    let mut anon = srv.clients(None).await;
+    let s = anon
+        .sessions
+        .create_session(pb::CreateSessionRequest {
+            namespace: "open".into(),
+            agent_id: "a".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(s.namespace, "open");
+    let missing = anon
+        .sessions
+        .create_session(pb::CreateSessionRequest {
+            namespace: "nope".into(),
+            agent_id: "a".into(),
+            ..Default::default()
+        })
+        .await;
+    assert_status(missing, tonic::Code::NotFound, "namespace");
+}

@@ -1,0 +1,130 @@
+//! Test databases: `CREATE DATABASE … TEMPLATE` from a template migrated once per migration set.
+use std::time::{Duration, SystemTime};
+
+use sqlx::{Connection, Executor, PgConnection};
+use tokio::sync::OnceCell;
+
+/// A database for one test.
+#[derive(Debug, Clone)]
+pub struct TestDb {
+    pub url: String,
+    pub name: String,
+}
+
+struct Server {
+    base_url: String,
+    #[cfg(feature = "testcontainers")]
+    _container: Option<testcontainers::ContainerAsync<testcontainers_modules::postgres::Postgres>>,
+}
+
+static SERVER: OnceCell<Option<Server>> = OnceCell::const_new();
+
+/// Serializes template creation across test binaries and nextest processes.
+const LOCK_KEY: i64 = 0x6d656d6578; // "memex"
+
+fn docker_reachable() -> bool {
+    std::env::var_os("DOCKER_HOST").is_some() || std::path::Path::new("/var/run/docker.sock").exists()
+}
+
+async fn start_server() -> Option<Server> {
+    if let Ok(url) = std::env::var("TEST_DATABASE_URL").or_else(|_| std::env::var("DATABASE_URL")) {
+        return Some(Server {
+            base_url: url,
+            #[cfg(feature = "testcontainers")]
+            _container: None,
+        });
+    }
+    if docker_reachable() {
+        #[cfg(feature = "testcontainers")]
+        {
+            use testcontainers::ImageExt;
+            use testcontainers::runners::AsyncRunner;
+            let c = testcontainers_modules::postgres::Postgres::default()
+                .with_name("pgvector/pgvector")
+                .with_tag("pg15")
+                .start()
+                .await
+                .expect("start the pgvector container");
+            let port = c.get_host_port_ipv4(5432).await.expect("container port");
+            return Some(Server {
+                base_url: format!("postgres://postgres:postgres@127.0.0.1:{port}/postgres"),
+                _container: Some(c),
+            });
+        }
+        #[cfg(not(feature = "testcontainers"))]
+        eprintln!(
+            "hint: a Docker engine is reachable; `cargo test --features memex-tests/testcontainers` would use it"
+        );
+    }
+    None
+}
+
+fn with_db(base: &str, db: &str) -> String {
+    let mut u = url::Url::parse(base).expect("TEST_DATABASE_URL is a URL");
+    u.set_path(db);
+    u.to_string()
+}
+
+/// Names the template after the migrations it holds, so a new migration makes a new template.
+fn template_name() -> String {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for m in memex_store::MIGRATOR.iter() {
+        for b in m.checksum.iter() {
+            h = (h ^ u64::from(*b)).wrapping_mul(0x100000001b3);
+        }
+    }
+    format!("memex_tmpl_{h:016x}")
+}
+
+/// A fresh, migrated database, or None (skip) when no Postgres is available.
+pub async fn test_db() -> Option<TestDb> {
+    let Some(server) = SERVER.get_or_init(start_server).await.as_ref() else {
+        assert!(
+            std::env::var("REQUIRE_DB").is_err(),
+            "REQUIRE_DB is set but no Postgres is available: set TEST_DATABASE_URL (make test does)"
+        );
+        eprintln!("SKIP: no TEST_DATABASE_URL and no Docker engine; run `make test`");
+        return None;
+    };
+    let mut admin = PgConnection::connect(&server.base_url).await.expect("connect to TEST_DATABASE_URL");
+    let template = template_name();
+    admin.execute(sqlx::AssertSqlSafe(format!("SELECT pg_advisory_lock({LOCK_KEY})"))).await.unwrap();
+    let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+        .bind(&template)
+        .fetch_one(&mut admin)
+        .await
+        .unwrap();
+    if !exists {
+        drop_stale(&mut admin).await;
+        admin.execute(sqlx::AssertSqlSafe(format!(r#"CREATE DATABASE "{template}""#))).await.unwrap();
+        let mut t = PgConnection::connect(&with_db(&server.base_url, &template)).await.unwrap();
+        memex_store::MIGRATOR.run(&mut t).await.expect("migrate the template database");
+        t.close().await.unwrap();
+    }
+    admin.execute(sqlx::AssertSqlSafe(format!("SELECT pg_advisory_unlock({LOCK_KEY})"))).await.unwrap();
+    let name = format!("memex_t_{}", ulid::Ulid::generate().to_string().to_lowercase());
+    admin.execute(sqlx::AssertSqlSafe(format!(r#"CREATE DATABASE "{name}" TEMPLATE "{template}""#))).await.unwrap();
+    admin.close().await.ok();
+    Some(TestDb { url: with_db(&server.base_url, &name), name })
+}
+
+/// Drops test databases older than an hour and templates of other migration sets.
+async fn drop_stale(admin: &mut PgConnection) {
+    let names: Vec<String> = sqlx::query_scalar(
+        "SELECT datname FROM pg_database WHERE datname LIKE 'memex\\_t\\_%' OR datname LIKE 'memex\\_tmpl\\_%'",
+    )
+    .fetch_all(&mut *admin)
+    .await
+    .unwrap_or_default();
+    let hour_ago = SystemTime::now() - Duration::from_secs(3600);
+    for name in names {
+        let stale = match name.strip_prefix("memex_t_") {
+            Some(id) => ulid::Ulid::from_string(&id.to_uppercase()).map(|u| u.datetime() < hour_ago).unwrap_or(true),
+            None => true, // a template for another set of migrations
+        };
+        if stale {
+            let _ =
+                admin.execute(sqlx::AssertSqlSafe(format!(r#"DROP DATABASE IF EXISTS "{name}" WITH (FORCE)"#))).await;
+        }
+    }
+}

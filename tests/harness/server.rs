@@ -1,0 +1,147 @@
+//! A real memex server for one test.
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use memex_proto::v1::admin_service_client::AdminServiceClient;
+use memex_proto::v1::event_service_client::EventServiceClient;
+use memex_proto::v1::session_service_client::SessionServiceClient;
+use memex_server::Config;
+use memex_store::{Access, Namespace, Store, StoreOptions};
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+
+use crate::db::test_db;
+
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub config: Config,
+    /// A direct handle on the server's database, for set-up and for checking what was stored.
+    pub store: Store,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<Result<(), memex_server::ServerError>>>,
+}
+
+#[derive(Clone)]
+pub struct Bearer(Option<MetadataValue<Ascii>>);
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(v) = &self.0 {
+            req.metadata_mut().insert("authorization", v.clone());
+        }
+        Ok(req)
+    }
+}
+
+type Authed = InterceptedService<Channel, Bearer>;
+
+/// gRPC clients of one caller (one token, or none).
+#[derive(Clone)]
+pub struct Clients {
+    pub events: EventServiceClient<Authed>,
+    pub sessions: SessionServiceClient<Authed>,
+    pub admin: AdminServiceClient<Authed>,
+    pub channel: Channel,
+}
+
+impl TestServer {
+    /// A server with authentication on and default limits.
+    pub async fn start() -> Option<TestServer> {
+        Self::start_with(|_| {}).await
+    }
+
+    /// A server whose configuration `tweak` may change first.
+    pub async fn start_with(tweak: impl FnOnce(&mut Config)) -> Option<TestServer> {
+        let db = test_db().await?;
+        let mut config = Config::default();
+        config.database.url = db.url.clone();
+        config.database.max_connections = 20;
+        config.database.min_connections = 1;
+        config.shutdown_grace_secs = 5;
+        tweak(&mut config);
+        let store = Store::connect(&db.url, &StoreOptions { max_connections: 4, ..Default::default() })
+            .await
+            .expect("connect the test store");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
+        let addr = listener.local_addr().expect("local addr");
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let run_config = config.clone();
+        let task = tokio::spawn(memex_server::run(listener, run_config, async {
+            let _ = rx.await;
+        }));
+        let srv = TestServer { addr, config, store, shutdown: Some(tx), task: Some(task) };
+        srv.wait_ready().await;
+        Some(srv)
+    }
+
+    async fn wait_ready(&self) {
+        for _ in 0..250 {
+            if let Ok(ch) = Channel::from_shared(self.endpoint()).unwrap().connect().await {
+                let mut health = tonic_health::pb::health_client::HealthClient::new(ch);
+                if health.check(tonic_health::pb::HealthCheckRequest { service: String::new() }).await.is_ok() {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("the test server did not become ready");
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Creates a namespace and a key with `access` on it; returns the namespace and the token.
+    pub async fn namespace_with_key(&self, name: &str, access: Access) -> (Namespace, String) {
+        let ns = match self.store.namespace(name).await {
+            Ok(ns) => ns,
+            Err(_) => self.store.create_namespace(name).await.expect("create namespace"),
+        };
+        let key = self.store.create_api_key(&ns, "test", access).await.expect("create key");
+        (ns, key.token)
+    }
+
+    /// Clients sending `token` (None: no authorization metadata).
+    pub async fn clients(&self, token: Option<&str>) -> Clients {
+        let channel = Channel::from_shared(self.endpoint()).unwrap().connect().await.expect("connect");
+        let bearer = Bearer(token.map(|t| format!("Bearer {t}").parse().expect("ascii token")));
+        Clients {
+            events: EventServiceClient::with_interceptor(channel.clone(), bearer.clone())
+                .max_decoding_message_size(usize::MAX)
+                .max_encoding_message_size(usize::MAX),
+            sessions: SessionServiceClient::with_interceptor(channel.clone(), bearer.clone()),
+            admin: AdminServiceClient::with_interceptor(channel.clone(), bearer),
+            channel,
+        }
+    }
+
+    /// Asks the server to shut down (returns at once).
+    pub fn trigger_shutdown(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+
+    /// Shuts down and waits for `run` to return.
+    pub async fn stop(mut self) {
+        self.trigger_shutdown();
+        if let Some(task) = self.task.take() {
+            task.await.expect("server task").expect("server ran cleanly");
+        }
+    }
+
+    /// Waits for `run` to return after `trigger_shutdown`.
+    pub async fn join(mut self) -> Result<(), memex_server::ServerError> {
+        match self.task.take() {
+            Some(task) => task.await.expect("server task"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.trigger_shutdown();
+    }
+}
