@@ -39,5 +39,8 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 
+clean-test-dbs:
+	runuser -u postgres -- psql -qAt -c "SELECT 'DROP DATABASE IF EXISTS \"' || datname || '\" WITH (FORCE);' FROM pg_database WHERE datname LIKE 'memex\_t\_%' OR datname LIKE 'memex\_tmpl\_%'" | runuser -u postgres -- psql -q
+
 bench-ingest: setup release
 	$(BIN) bench ingest --database-url $(DATABASE_URL)

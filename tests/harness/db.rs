@@ -108,20 +108,19 @@ pub async fn test_db() -> Option<TestDb> {
     Some(TestDb { url: with_db(&server.base_url, &name), name })
 }
 
-/// Drops test databases older than an hour and templates of other migration sets.
+/// Drops test databases older than an hour. Templates are kept: another checkout with other
+/// migrations may be using its own right now (`make clean-test-dbs` removes them all).
 async fn drop_stale(admin: &mut PgConnection) {
-    let names: Vec<String> = sqlx::query_scalar(
-        "SELECT datname FROM pg_database WHERE datname LIKE 'memex\\_t\\_%' OR datname LIKE 'memex\\_tmpl\\_%'",
-    )
-    .fetch_all(&mut *admin)
-    .await
-    .unwrap_or_default();
+    let names: Vec<String> = sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE 'memex\\_t\\_%'")
+        .fetch_all(&mut *admin)
+        .await
+        .unwrap_or_default();
     let hour_ago = SystemTime::now() - Duration::from_secs(3600);
     for name in names {
-        let stale = match name.strip_prefix("memex_t_") {
-            Some(id) => ulid::Ulid::from_string(&id.to_uppercase()).map(|u| u.datetime() < hour_ago).unwrap_or(true),
-            None => true, // a template for another set of migrations
-        };
+        let stale = name
+            .strip_prefix("memex_t_")
+            .and_then(|id| ulid::Ulid::from_string(&id.to_uppercase()).ok())
+            .is_none_or(|u| u.datetime() < hour_ago);
         if stale {
             let _ =
                 admin.execute(sqlx::AssertSqlSafe(format!(r#"DROP DATABASE IF EXISTS "{name}" WITH (FORCE)"#))).await;
