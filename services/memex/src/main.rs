@@ -5,7 +5,11 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "memex", version, about = "Context management for fleets of LLM agents")]
+#[command(
+    name = "memex",
+    version,
+    about = "Context management for fleets of LLM agents"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

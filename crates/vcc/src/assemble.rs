@@ -1,0 +1,102 @@
+//! Chunk merging and chain splitting (the reference's `merge_chunks` and `split_chains`), done
+//! record by record so that no raw record outlives its input line.
+//!
+//! Merging: an assistant record with the same non-empty `message.id` as the open assistant
+//! record continues it; discarded records (progress, …) do not interrupt the run, every other
+//! record does. Splitting: a `compact_boundary` ends the chain; chains without records are
+//! skipped.
+
+use crate::diag::Diags;
+use crate::ir::{Chain, ChainFiles};
+use crate::json::Value;
+use crate::lex::RecConsumer;
+use crate::parse::{ChainBuilder, ToolNames};
+use crate::record::{Rec, RecBody};
+
+#[derive(Default)]
+pub(crate) struct Assembler {
+    done: Vec<ChainBuilder>,
+    current: Option<ChainBuilder>,
+    /// `message.id` of the open assistant record, when it has one.
+    active_id: Option<Value<'static>>,
+}
+
+impl Assembler {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn chain(&mut self) -> &mut ChainBuilder {
+        self.current.get_or_insert_with(ChainBuilder::new)
+    }
+
+    fn close_active(&mut self) {
+        self.active_id = None;
+        if let Some(chain) = self.current.as_mut() {
+            chain.close_assistant();
+        }
+    }
+
+    /// All chains, with their final names (`_N` suffixes only when there are several).
+    pub fn finish(mut self, stem: &str) -> Vec<Chain> {
+        self.close_active();
+        self.done.extend(self.current.take());
+        let n = self.done.len();
+        self.done
+            .into_iter()
+            .enumerate()
+            .map(|(i, builder)| builder.finish(ChainFiles::new(stem, i, n)))
+            .collect()
+    }
+}
+
+impl RecConsumer for Assembler {
+    fn rec(&mut self, rec: Rec<'_>, d: &mut Diags) {
+        d.line = rec.line;
+        let ts = rec.meta.timestamp.clone();
+        let names = if rec.explicit_tool_names {
+            ToolNames::InResult
+        } else {
+            ToolNames::WholeChain
+        };
+        match rec.body {
+            RecBody::Discard => {}
+            RecBody::Assistant { id, content } => {
+                let continues = id.truthy() && self.active_id.as_ref() == Some(&id);
+                if continues {
+                    if let Some(chain) = self.current.as_mut() {
+                        chain.stats.add_tool_uses(rec.stats.tool_uses);
+                        chain.assistant_chunk(&content, d);
+                        return;
+                    }
+                }
+                self.close_active();
+                let chain = self.chain();
+                chain.stats.add(&rec.stats);
+                chain.open_assistant(ts);
+                chain.assistant_chunk(&content, d);
+                if id.truthy() {
+                    self.active_id = Some(id.into_owned());
+                } else {
+                    chain.close_assistant();
+                }
+            }
+            RecBody::Boundary => {
+                self.close_active();
+                self.done.extend(self.current.take());
+            }
+            body => {
+                self.close_active();
+                let chain = self.chain();
+                chain.stats.add(&rec.stats);
+                match body {
+                    RecBody::System(content) => chain.system(&content, ts, d),
+                    RecBody::User(content) => chain.user(&content, names, ts, d),
+                    RecBody::CompactSummary(content) => chain.compact_summary(&content, ts, d),
+                    RecBody::Labeled { label, content } => chain.labeled(&label, &content, ts),
+                    _ => {}
+                }
+            }
+        }
+    }
+}
