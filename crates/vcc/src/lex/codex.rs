@@ -268,7 +268,10 @@ fn content_item(item: Value<'_>) -> Option<Value<'_>> {
             Some(text_block(take_str(&mut o, "text")))
         }
         Some("refusal") => Some(text_block(take_str(&mut o, "refusal"))),
-        Some("input_image") => Some(image_block(take_str(&mut o, "image_url"))),
+        Some("input_image") => match o.take("image_url") {
+            Some(Value::Str(url)) if !url.is_empty() => Some(image_block(url)),
+            _ => Some(text_block("[image]")),
+        },
         _ => None,
     }
 }
