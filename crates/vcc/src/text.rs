@@ -60,10 +60,20 @@ fn is_ctrl(c: char) -> bool {
 }
 
 fn needs_sanitizing(b: &[u8]) -> bool {
+    const SUSPECT: [bool; 256] = {
+        let mut t = [false; 256];
+        let mut i = 0;
+        while i < 0x20 {
+            t[i] = i != 0x09 && i != 0x0a;
+            i += 1;
+        }
+        t[0x7f] = true;
+        t[0xc2] = true;
+        t
+    };
     b.iter().enumerate().any(|(i, &c)| {
-        (c < 0x20 && c != b'\t' && c != b'\n')
-            || c == 0x7f
-            || (c == 0xc2 && b.get(i + 1).is_some_and(|n| (0x80..=0x9f).contains(n)))
+        SUSPECT[c as usize]
+            && (c != 0xc2 || b.get(i + 1).is_some_and(|n| (0x80..=0x9f).contains(n)))
     })
 }
 
@@ -136,39 +146,73 @@ fn token_starts(text: &str, mut each: impl FnMut(usize) -> bool) {
 }
 
 /// Number of non-whitespace tokens (the "words" in the CLI's summary lines).
+///
+/// Byte-level and branch-light: a token starts at every "other" byte and wherever a letter or
+/// digit run begins; UTF-8 continuation bytes never start one, so a non-ASCII character counts
+/// once (by its lead byte). Python's few non-ASCII whitespace characters are then subtracted.
 pub(crate) fn count_words(text: &str) -> usize {
-    if text.is_ascii() {
-        return count_words_ascii(text.as_bytes());
-    }
-    let mut n = 0;
-    token_starts(text, |_| {
-        n += 1;
-        true
-    });
-    n
-}
-
-fn count_words_ascii(b: &[u8]) -> usize {
-    let mut n = 0;
-    let mut prev = 0u8; // 0 space, 1 letter, 2 digit
-    for &c in b {
-        let class = if c.is_ascii_alphabetic() {
-            1
-        } else if c.is_ascii_digit() {
-            2
-        } else if matches!(c, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | 0x1c..=0x1f | b' ') {
-            0
-        } else {
-            n += 1;
-            prev = 3;
-            continue;
-        };
-        if class != 0 && class != prev {
-            n += 1;
+    const SPACE: u8 = 0;
+    const LETTER: u8 = 1;
+    const DIGIT: u8 = 2;
+    const OTHER: u8 = 3;
+    const CONT: u8 = 4;
+    /// A lead byte that may begin a non-ASCII space (0xC2, 0xE1, 0xE2, 0xE3).
+    const MAYBE_SPACE: u8 = 5;
+    const CLASS: [u8; 256] = {
+        let mut t = [OTHER; 256];
+        let mut i = 0;
+        while i < 256 {
+            let c = i as u8;
+            t[i] = match c {
+                b'a'..=b'z' | b'A'..=b'Z' => LETTER,
+                b'0'..=b'9' => DIGIT,
+                b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | 0x1c..=0x1f | b' ' => SPACE,
+                0x80..=0xbf => CONT,
+                0xc2 | 0xe1 | 0xe2 | 0xe3 => MAYBE_SPACE,
+                _ => OTHER,
+            };
+            i += 1;
+        }
+        t
+    };
+    const START: [[u8; 6]; 6] = {
+        let mut t = [[0u8; 6]; 6];
+        let mut prev = 0;
+        while prev < 6 {
+            t[prev][OTHER as usize] = 1;
+            t[prev][MAYBE_SPACE as usize] = 1;
+            t[prev][LETTER as usize] = (prev != LETTER as usize) as u8;
+            t[prev][DIGIT as usize] = (prev != DIGIT as usize) as u8;
+            prev += 1;
+        }
+        t
+    };
+    let b = text.as_bytes();
+    let mut n = 0usize;
+    let mut spaces = 0usize;
+    let mut prev = SPACE as usize;
+    for (i, &c) in b.iter().enumerate() {
+        let class = CLASS[c as usize] as usize;
+        n += usize::from(START[prev][class]);
+        if class == MAYBE_SPACE as usize && lead_is_space(&b[i..]) {
+            spaces += 1;
         }
         prev = class;
     }
-    n
+    n - spaces
+}
+
+/// Whether the UTF-8 character starting `b` is Python whitespace (U+0085, U+00A0, U+1680,
+/// U+2000–U+200A, U+2028, U+2029, U+202F, U+205F, U+3000).
+fn lead_is_space(b: &[u8]) -> bool {
+    match b {
+        [0xc2, 0x85 | 0xa0, ..] => true,
+        [0xe1, 0x9a, 0x80, ..] => true,
+        [0xe2, 0x80, 0x80..=0x8a | 0xa8 | 0xa9 | 0xaf, ..] => true,
+        [0xe2, 0x81, 0x9f, ..] => true,
+        [0xe3, 0x80, 0x80, ..] => true,
+        _ => false,
+    }
 }
 
 /// The reference's `_trunc`: keep everything before the `(limit+1)`-th counted token, then
@@ -309,6 +353,9 @@ mod tests {
         assert_eq!(count_words(""), 0);
         assert_eq!(count_words("a\u{1c}b"), 2);
         assert_eq!(count_words("é"), 1);
+        assert_eq!(count_words("a\u{a0}b\u{3000}c\u{2028}d"), 4);
+        assert_eq!(count_words("══ x"), 3);
+        assert_eq!(count_words("ab12cd"), 3);
     }
 
     #[test]

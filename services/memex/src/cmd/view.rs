@@ -261,32 +261,16 @@ impl<'a> Session<'a> {
         if trace.chains().is_empty() && !quiet {
             println!("No conversation chains found.");
         }
+        let json = self.cli.format == OutputFormat::Json;
+        let rendered = render_chains(&trace, &opts, &out_dir, cwd, json);
         let mut summary = (Vec::new(), Vec::new());
         let mut json_chains = Vec::new();
-        for (i, chain) in trace.chains().iter().enumerate() {
-            let views = ChainViews::render(chain, &opts);
-            let paths = write_chain(chain, &views, &out_dir)?;
-            summary.0.push(format!(
-                "  {}  ({} lines, {} words)",
-                paths[0], views.full_lines, views.full_words
-            ));
-            summary.1.push(format!(
-                "  {}  ({} lines, {} words)",
-                paths[1], views.ui.lines, views.ui_words
-            ));
-            if let Some(adaptive) = &views.adaptive {
-                let reference = rel_path(Path::new(&paths[0]), cwd);
-                let entry = TransposedEntry {
-                    reference,
-                    chain,
-                    hits: &adaptive.hits,
-                };
-                self.transposed.push(transposed_view(&[entry]));
-            }
-            if self.cli.format == OutputFormat::Json {
-                let m = serde_json::to_value(manifest::chain_manifest(i, chain, &views))?;
-                json_chains.push(serde_json::json!({ "paths": paths, "manifest": m }));
-            }
+        for r in rendered {
+            let r = r?;
+            summary.0.push(r.full_line);
+            summary.1.push(r.ui_line);
+            self.transposed.extend(r.transposed);
+            json_chains.extend(r.json);
         }
         if !quiet {
             for line in summary.0.iter().chain(&summary.1) {
@@ -304,7 +288,8 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    /// Streams the file into the compiler (never holding the raw input in memory).
+    /// Streams the file into the compiler (never holding the raw input in memory); a second
+    /// thread reads ahead so the kernel copy overlaps with lexing.
     fn compile(&self, input: &str) -> anyhow::Result<Result<CompiledTrace, CompileError>> {
         let opts = CompileOptions {
             format: self.cli.input_format.into(),
@@ -312,16 +297,115 @@ impl<'a> Session<'a> {
         };
         let mut file = std::fs::File::open(input).context("cannot open")?;
         let mut compiler = Compiler::new(stem_of(input), opts);
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let n = file.read(&mut buf).context("cannot read")?;
-            if n == 0 {
-                break;
+        let (tx, rx) = std::sync::mpsc::sync_channel::<std::io::Result<Vec<u8>>>(2);
+        std::thread::scope(|scope| {
+            scope.spawn(move || {
+                loop {
+                    let mut buf = vec![0u8; 1 << 20];
+                    let read = file.read(&mut buf).map(|n| {
+                        buf.truncate(n);
+                        buf
+                    });
+                    let done = !matches!(&read, Ok(b) if !b.is_empty());
+                    if tx.send(read).is_err() || done {
+                        return;
+                    }
+                }
+            });
+            for chunk in rx {
+                let chunk = chunk.context("cannot read")?;
+                if chunk.is_empty() {
+                    break;
+                }
+                compiler.push(&chunk);
             }
-            compiler.push(&buf[..n]);
-        }
+            anyhow::Ok(())
+        })?;
         Ok(compiler.finish())
     }
+}
+
+/// What the session keeps of one rendered chain.
+struct Rendered {
+    full_line: String,
+    ui_line: String,
+    transposed: Option<String>,
+    json: Option<serde_json::Value>,
+}
+
+/// Renders and writes every chain, two at a time (chains are independent); results in order.
+fn render_chains(
+    trace: &CompiledTrace,
+    opts: &ViewOptions<'_>,
+    out_dir: &str,
+    cwd: &Path,
+    json: bool,
+) -> Vec<anyhow::Result<Rendered>> {
+    let chains = trace.chains();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get().min(2))
+        .min(chains.len().max(1));
+    let mut results: Vec<(usize, anyhow::Result<Rendered>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(chain) = chains.get(i) else {
+                            return mine;
+                        };
+                        mine.push((i, render_one(i, chain, opts, out_dir, cwd, json)));
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, r)| r).collect()
+}
+
+fn render_one(
+    index: usize,
+    chain: &Chain,
+    opts: &ViewOptions<'_>,
+    out_dir: &str,
+    cwd: &Path,
+    json: bool,
+) -> anyhow::Result<Rendered> {
+    let views = ChainViews::render(chain, opts);
+    let paths = write_chain(chain, &views, out_dir)?;
+    let transposed = views.adaptive.as_ref().map(|adaptive| {
+        let reference = rel_path(Path::new(&paths[0]), cwd);
+        transposed_view(&[TransposedEntry {
+            reference,
+            chain,
+            hits: &adaptive.hits,
+        }])
+    });
+    let json = if json {
+        let m = serde_json::to_value(manifest::chain_manifest(index, chain, &views))?;
+        Some(serde_json::json!({ "paths": paths, "manifest": m }))
+    } else {
+        None
+    };
+    Ok(Rendered {
+        full_line: format!(
+            "  {}  ({} lines, {} words)",
+            paths[0], views.full_lines, views.full_words
+        ),
+        ui_line: format!(
+            "  {}  ({} lines, {} words)",
+            paths[1], views.ui.lines, views.ui_words
+        ),
+        transposed,
+        json,
+    })
 }
 
 /// Writes media, `.txt`, `.min.txt` and `.view.txt`; returns their printed paths.
