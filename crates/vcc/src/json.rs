@@ -560,32 +560,29 @@ fn digits_end(b: &[u8], mut i: usize) -> usize {
 
 /// Index of the first byte at or after `i` that is `"`, `\` or a control character (< 0x20).
 ///
-/// Eight bytes at a time: this loop is where most of the input's bytes are looked at.
+/// `memchr2` (SIMD) finds the next quote or backslash; the span before it is then checked for
+/// control characters with a loop the compiler vectorises. This is where most input bytes are
+/// looked at.
 #[inline]
-fn scan_plain(b: &[u8], mut i: usize) -> usize {
-    const LO: u64 = 0x0101_0101_0101_0101;
-    const HI: u64 = 0x8080_8080_8080_8080;
-    while let Some(chunk) = b.get(i..i + 8) {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        let w = u64::from_le_bytes(word);
-        let quote = w ^ (LO * u64::from(b'"'));
-        let slash = w ^ (LO * u64::from(b'\\'));
-        let hit = (quote.wrapping_sub(LO) & !quote)
-            | (slash.wrapping_sub(LO) & !slash)
-            | (w.wrapping_sub(LO * 0x20) & !w);
-        if hit & HI != 0 {
-            break;
-        }
-        i += 8;
+fn scan_plain(b: &[u8], i: usize) -> usize {
+    let rest = b.get(i..).unwrap_or_default();
+    let end = memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
+    let span = &rest[..end];
+    if has_control(span) {
+        let at = span.iter().position(|&c| c < 0x20).unwrap_or(end);
+        return i + at;
     }
-    while let Some(&c) = b.get(i) {
-        if c == b'"' || c == b'\\' || c < 0x20 {
-            return i;
+    i + end
+}
+
+fn has_control(span: &[u8]) -> bool {
+    let mut chunks = span.chunks_exact(32);
+    for chunk in &mut chunks {
+        if chunk.iter().fold(0u8, |acc, &c| acc | u8::from(c < 0x20)) != 0 {
+            return true;
         }
-        i += 1;
     }
-    i
+    chunks.remainder().iter().any(|&c| c < 0x20)
 }
 
 #[cfg(test)]
