@@ -63,12 +63,10 @@ impl RecConsumer for Assembler {
             RecBody::Discard => {}
             RecBody::Assistant { id, content } => {
                 let continues = id.truthy() && self.active_id.as_ref() == Some(&id);
-                if continues {
-                    if let Some(chain) = self.current.as_mut() {
-                        chain.stats.add_tool_uses(rec.stats.tool_uses);
-                        chain.assistant_chunk(&content, d);
-                        return;
-                    }
+                if continues && let Some(chain) = self.current.as_mut() {
+                    chain.stats.add_tool_uses(rec.stats.tool_uses);
+                    chain.assistant_chunk(&content, d);
+                    return;
                 }
                 self.close_active();
                 let chain = self.chain();

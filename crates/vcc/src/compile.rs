@@ -94,10 +94,10 @@ impl Compiler {
 
     pub fn finish(mut self) -> Result<CompiledTrace, CompileError> {
         self.reader.finish(&mut self.assembler, &mut self.diags);
-        if self.strict {
-            if let Some(first) = self.diags.items.first() {
-                return Err(CompileError::Strict(first.clone()));
-            }
+        if self.strict
+            && let Some(first) = self.diags.items.first()
+        {
+            return Err(CompileError::Strict(first.clone()));
         }
         Ok(CompiledTrace {
             format: self.reader.format(),

@@ -8,7 +8,8 @@
 //! `system` events with `metadata.vcc` set to `compact_boundary` / `compact_summary` (the
 //! summary's full text is kept, not the `[compact summary — N lines]` line).
 //!
-//! What is lost: records the views ignore as well (progress, snapshots, attachments, `summary`
+//! What is lost: whitespace-only text blocks (the views render them as empty lines); records
+//! the views ignore as well (progress, snapshots, attachments, `summary`
 //! records, unknown block types); image and document payloads (the event says
 //! `[image: <media type>, <N> base64 chars]`); streamed chunks are not merged (each block is its
 //! own event, in order); token usage survives only as `metadata.usage` of the record's first
@@ -52,10 +53,8 @@ pub fn trace_events(
     let mut d = Diags::default();
     reader.push(bytes, &mut mapper, &mut d);
     reader.finish(&mut mapper, &mut d);
-    if strict {
-        if let Some(first) = d.items.first() {
-            return Err(CompileError::Strict(first.clone()));
-        }
+    if strict && let Some(first) = d.items.first() {
+        return Err(CompileError::Strict(first.clone()));
     }
     Ok((mapper.events, d.items))
 }
@@ -152,10 +151,10 @@ impl EventMapper {
     ) {
         let mut metadata = ctx.meta.extra.clone().unwrap_or_default();
         metadata.insert("source_line".into(), ctx.line.into());
-        if ctx.first {
-            if let Some(serde_json::Value::Object(u)) = &ctx.usage {
-                metadata.extend(u.clone());
-            }
+        if ctx.first
+            && let Some(serde_json::Value::Object(u)) = &ctx.usage
+        {
+            metadata.extend(u.clone());
         }
         if let Some((k, v)) = extra {
             metadata.insert(k.into(), v);
@@ -187,8 +186,8 @@ impl EventMapper {
     fn block(&mut self, ctx: &mut Ctx<'_>, b: &Value<'_>, text_kind: &str) {
         let text = |k: &str| b.get(k).map(py_string).unwrap_or_default();
         match b.type_str() {
-            Some("text") if b.get("text").is_some_and(Value::truthy) => {
-                self.push(ctx, text_kind, text("text"), None)
+            Some("text") if !crate::text::py_strip(&text("text")).is_empty() => {
+                self.push(ctx, text_kind, text("text"), None);
             }
             Some("thinking") if b.get("thinking").is_some_and(Value::truthy) => {
                 self.push(ctx, "thinking", text("thinking"), None);

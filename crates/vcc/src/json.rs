@@ -600,7 +600,7 @@ mod tests {
 
     #[test]
     fn python_literals_and_numbers() {
-        assert_eq!(full("NaN").truthy(), true);
+        assert!(full("NaN").truthy());
         assert_eq!(full("-Infinity"), Value::Float(f64::NEG_INFINITY));
         assert_eq!(
             full("123456789012345678901234567890"),

@@ -326,10 +326,10 @@ impl ChainBuilder {
                     MediaKind::Document
                 };
                 let source = item.get("source");
-                if source.and_then(|s| s.get("type")).and_then(Value::as_str) == Some("base64") {
-                    if let Some(i) = self.extract(kind, source, d) {
-                        parts.push(Part::Media(i));
-                    }
+                if source.and_then(|s| s.get("type")).and_then(Value::as_str) == Some("base64")
+                    && let Some(i) = self.extract(kind, source, d)
+                {
+                    parts.push(Part::Media(i));
                 }
             }
             _ => {}

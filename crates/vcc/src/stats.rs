@@ -42,10 +42,10 @@ impl ChainStats {
             self.api_calls += 1;
             self.add_usage(usage);
         }
-        if let Some(Value::Str(model)) = s.model.as_ref() {
-            if !model.is_empty() {
-                self.models.insert(model.to_string());
-            }
+        if let Some(Value::Str(model)) = s.model.as_ref()
+            && !model.is_empty()
+        {
+            self.models.insert(model.to_string());
         }
         self.tool_uses += s.tool_uses;
         self.subagent_tokens += s.subagent_tokens.unwrap_or(0);

@@ -205,14 +205,14 @@ pub(crate) fn count_words(text: &str) -> usize {
 /// Whether the UTF-8 character starting `b` is Python whitespace (U+0085, U+00A0, U+1680,
 /// U+2000–U+200A, U+2028, U+2029, U+202F, U+205F, U+3000).
 fn lead_is_space(b: &[u8]) -> bool {
-    match b {
-        [0xc2, 0x85 | 0xa0, ..] => true,
-        [0xe1, 0x9a, 0x80, ..] => true,
-        [0xe2, 0x80, 0x80..=0x8a | 0xa8 | 0xa9 | 0xaf, ..] => true,
-        [0xe2, 0x81, 0x9f, ..] => true,
-        [0xe3, 0x80, 0x80, ..] => true,
-        _ => false,
-    }
+    matches!(
+        b,
+        [0xc2, 0x85 | 0xa0, ..]
+            | [0xe1, 0x9a, 0x80, ..]
+            | [0xe2, 0x80, 0x80..=0x8a | 0xa8 | 0xa9 | 0xaf, ..]
+            | [0xe2, 0x81, 0x9f, ..]
+            | [0xe3, 0x80, 0x80, ..]
+    )
 }
 
 /// The reference's `_trunc`: keep everything before the `(limit+1)`-th counted token, then

@@ -121,10 +121,10 @@ pub(crate) fn tool_summary(name: &str, input: &Value<'_>) -> String {
     if let Some(v) = field.and_then(|f| obj.get(f)) {
         return quoted(name, v);
     }
-    if name == "Bash" {
-        if let Some(summary) = bash_summary(obj) {
-            return summary;
-        }
+    if name == "Bash"
+        && let Some(summary) = bash_summary(obj)
+    {
+        return summary;
     }
     format!("* {name}")
 }
@@ -143,13 +143,12 @@ fn bash_summary(obj: &Object<'_>) -> Option<String> {
     if !val.truthy() {
         return None;
     }
-    if description.is_none() {
-        if let Value::Str(cmd) = val {
-            if cmd.chars().count() > 60 {
-                let cut: String = cmd.chars().take(57).collect();
-                return Some(format!("* Bash \"{cut}...\""));
-            }
-        }
+    if description.is_none()
+        && let Value::Str(cmd) = val
+        && cmd.chars().count() > 60
+    {
+        let cut: String = cmd.chars().take(57).collect();
+        return Some(format!("* Bash \"{cut}...\""));
     }
     Some(quoted("Bash", val))
 }

@@ -286,15 +286,15 @@ fn take_str<'a>(o: &mut Object<'a>, key: &str) -> Cow<'a, str> {
 
 /// A `data:<type>;base64,<payload>` URL becomes a base64 image; other URLs are kept as text.
 fn image_block(url: Cow<'_, str>) -> Value<'_> {
-    if let Some(rest) = url.strip_prefix("data:") {
-        if let Some((media_type, data)) = rest.split_once(";base64,") {
-            let source = Value::object([
-                ("type", Value::str("base64")),
-                ("media_type", Value::str(media_type.to_string())),
-                ("data", Value::str(data.to_string())),
-            ]);
-            return Value::object([("type", Value::str("image")), ("source", source)]);
-        }
+    if let Some(rest) = url.strip_prefix("data:")
+        && let Some((media_type, data)) = rest.split_once(";base64,")
+    {
+        let source = Value::object([
+            ("type", Value::str("base64")),
+            ("media_type", Value::str(media_type.to_string())),
+            ("data", Value::str(data.to_string())),
+        ]);
+        return Value::object([("type", Value::str("image")), ("source", source)]);
     }
     text_block(format!("[image: {url}]"))
 }
