@@ -42,7 +42,7 @@ fn memex_events_render_with_the_claude_vocabulary() {
 
 #[test]
 fn session_change_starts_a_new_chain() {
-    let two = EVENTS.replace("\"seq\":5", "\"seq\":5").replace(
+    let two = EVENTS.replace(
         r#""session_id":"s1","seq":6"#,
         r#""session_id":"s2","seq":6"#,
     );
