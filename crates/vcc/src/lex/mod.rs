@@ -224,12 +224,9 @@ impl Reader {
         let format = match parse_document(text, PROBE) {
             Ok((Value::Object(o), _)) => detect_object(&o),
             Ok(_) => TraceFormat::Claude,
-            Err(_)
-                if crate::text::py_strip(text).starts_with(['{', '['])
-                    && !text.contains("\"type\"") =>
-            {
-                TraceFormat::Gemini
-            }
+            // A pretty-printed document opens with a line that is just `{` (or `[`); a torn
+            // JSONL record is anything longer and stays Claude (and becomes a diagnostic).
+            Err(_) if matches!(crate::text::py_strip(text), "{" | "[") => TraceFormat::Gemini,
             Err(_) => TraceFormat::Claude,
         };
         match format {
