@@ -31,7 +31,13 @@ pub struct ViewArgs {
 /// Compile agent traces into VCC views: full (.txt), UI (.min.txt) and, with a search,
 /// adaptive (.view.txt) plus the transposed view on stdout — byte-compatible with VCC.py.
 #[derive(Parser, Debug)]
-#[command(name = "memex view", infer_long_args = true)]
+#[command(
+    name = "memex view",
+    infer_long_args = true,
+    after_help = "--format chooses the OUTPUT (text: VCC.py's stdout; json: views plus pointer \
+metadata). The INPUT format is --input-format (auto-detected by default: Claude Code JSONL, Codex \
+rollout JSONL, Gemini CLI session JSON, memex events JSONL)."
+)]
 struct ViewCli {
     /// Trace files or glob patterns (`**` recursive; matches of one pattern in mtime order).
     #[arg(required = true, value_name = "FILE")]
@@ -301,11 +307,8 @@ impl<'a> Session<'a> {
         std::thread::scope(|scope| {
             scope.spawn(move || {
                 loop {
-                    let mut buf = vec![0u8; 1 << 20];
-                    let read = file.read(&mut buf).map(|n| {
-                        buf.truncate(n);
-                        buf
-                    });
+                    let mut buf = Vec::with_capacity(1 << 20);
+                    let read = (&mut file).take(1 << 20).read_to_end(&mut buf).map(|_| buf);
                     let done = !matches!(&read, Ok(b) if !b.is_empty());
                     if tx.send(read).is_err() || done {
                         return;
