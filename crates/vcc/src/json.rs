@@ -576,13 +576,19 @@ fn scan_plain(b: &[u8], i: usize) -> usize {
 }
 
 fn has_control(span: &[u8]) -> bool {
-    let mut chunks = span.chunks_exact(32);
-    for chunk in &mut chunks {
-        if chunk.iter().fold(0u8, |acc, &c| acc | u8::from(c < 0x20)) != 0 {
-            return true;
-        }
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let mut words = span.chunks_exact(8);
+    let mut acc = 0u64;
+    for w in &mut words {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(w);
+        let w = u64::from_le_bytes(word);
+        // High bit set in a lane whose byte is below 0x20 (exact for bytes < 0x80; bytes >= 0x80
+        // never set it because of `!w`).
+        acc |= w.wrapping_sub(LO * 0x20) & !w & HI;
     }
-    chunks.remainder().iter().any(|&c| c < 0x20)
+    acc != 0 || words.remainder().iter().any(|&c| c < 0x20)
 }
 
 #[cfg(test)]

@@ -304,10 +304,15 @@ impl<'a> Session<'a> {
         let mut file = std::fs::File::open(input).context("cannot open")?;
         let mut compiler = Compiler::new(stem_of(input), opts);
         let (tx, rx) = std::sync::mpsc::sync_channel::<std::io::Result<Vec<u8>>>(2);
+        // Spent buffers go back to the reader: no fresh pages (and page faults) per chunk.
+        let (give_back, spent) = std::sync::mpsc::channel::<Vec<u8>>();
         std::thread::scope(|scope| {
             scope.spawn(move || {
                 loop {
-                    let mut buf = Vec::with_capacity(1 << 20);
+                    let mut buf = spent
+                        .try_recv()
+                        .unwrap_or_else(|_| Vec::with_capacity(1 << 20));
+                    buf.clear();
                     let read = (&mut file).take(1 << 20).read_to_end(&mut buf).map(|_| buf);
                     let done = !matches!(&read, Ok(b) if !b.is_empty());
                     if tx.send(read).is_err() || done {
@@ -321,6 +326,7 @@ impl<'a> Session<'a> {
                     break;
                 }
                 compiler.push(&chunk);
+                let _ = give_back.send(chunk);
             }
             anyhow::Ok(())
         })?;
