@@ -4,9 +4,10 @@
 use crate::assemble::Assembler;
 use crate::diag::{Diagnostic, Diags};
 use crate::ir::Chain;
-use crate::lex::{InputFormat, Reader, TraceFormat};
+use crate::lex::{InputFormat, Reader, RecConsumer, TraceFormat};
 use crate::lower::{AdaptiveView, UiOptions, UiView};
 use crate::predicate::Predicate;
+use crate::record::Rec;
 use crate::text::count_words;
 use thiserror::Error;
 
@@ -71,6 +72,60 @@ pub struct Compiler {
     reader: Reader,
     assembler: Assembler,
     diags: Diags,
+    /// Set when records come from a [`Lexer`] instead of `push`.
+    lexed_format: Option<TraceFormat>,
+}
+
+/// The lexing half of a [`Compiler`], so that it can run on another thread: bytes in, owned
+/// records out. Hand every batch, in order, to [`Compiler::push_records`]; the result is the
+/// same as pushing the bytes into the compiler itself.
+pub struct Lexer {
+    reader: Reader,
+    diags: Diags,
+}
+
+/// A batch of lexed records (owned, `Send`).
+pub struct Records {
+    recs: Vec<Rec<'static>>,
+    diags: Vec<Diagnostic>,
+    format: TraceFormat,
+}
+
+struct Collect(Vec<Rec<'static>>);
+
+impl RecConsumer for Collect {
+    fn rec(&mut self, rec: Rec<'_>, _d: &mut Diags) {
+        self.0.push(rec.into_owned());
+    }
+}
+
+impl Lexer {
+    pub fn new(format: InputFormat) -> Self {
+        Lexer {
+            reader: Reader::new(format, false),
+            diags: Diags::default(),
+        }
+    }
+
+    pub fn push(&mut self, bytes: &[u8]) -> Records {
+        let mut out = Collect(Vec::new());
+        self.reader.push(bytes, &mut out, &mut self.diags);
+        self.batch(out)
+    }
+
+    pub fn finish(mut self) -> Records {
+        let mut out = Collect(Vec::new());
+        self.reader.finish(&mut out, &mut self.diags);
+        self.batch(out)
+    }
+
+    fn batch(&mut self, out: Collect) -> Records {
+        Records {
+            recs: out.0,
+            diags: std::mem::take(&mut self.diags.items),
+            format: self.reader.format(),
+        }
+    }
 }
 
 impl Compiler {
@@ -81,6 +136,16 @@ impl Compiler {
             reader: Reader::new(opts.format, opts.strict),
             assembler: Assembler::new(),
             diags: Diags::default(),
+            lexed_format: None,
+        }
+    }
+
+    /// Consumes a batch from a [`Lexer`] (instead of [`Compiler::push`]).
+    pub fn push_records(&mut self, batch: Records) {
+        self.lexed_format = Some(batch.format);
+        self.diags.items.extend(batch.diags);
+        for rec in batch.recs {
+            self.assembler.rec(rec, &mut self.diags);
         }
     }
 
@@ -94,13 +159,15 @@ impl Compiler {
 
     pub fn finish(mut self) -> Result<CompiledTrace, CompileError> {
         self.reader.finish(&mut self.assembler, &mut self.diags);
+        // Lexing and parsing report separately; order by line either way.
+        self.diags.items.sort_by_key(|d| (d.line, d.col));
         if self.strict
             && let Some(first) = self.diags.items.first()
         {
             return Err(CompileError::Strict(first.clone()));
         }
         Ok(CompiledTrace {
-            format: self.reader.format(),
+            format: self.lexed_format.unwrap_or(self.reader.format()),
             chains: self.assembler.finish(&self.stem),
             stem: self.stem,
             diagnostics: self.diags.items,

@@ -63,8 +63,8 @@ mod text;
 mod tool;
 
 pub use compile::{
-    ChainViews, Compilation, CompileError, CompileOptions, CompiledTrace, Compiler, ViewOptions,
-    compile, compile_trace,
+    ChainViews, Compilation, CompileError, CompileOptions, CompiledTrace, Compiler, Lexer, Records,
+    ViewOptions, compile, compile_trace,
 };
 pub use diag::{Diagnostic, Severity};
 pub use events::{EventRecord, trace_events};

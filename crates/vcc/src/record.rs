@@ -61,6 +61,40 @@ pub(crate) struct RecMeta {
 }
 
 impl<'a> Rec<'a> {
+    /// Detaches the record from its input line (to hand it to another thread).
+    pub fn into_owned(self) -> Rec<'static> {
+        let body = match self.body {
+            RecBody::Discard => RecBody::Discard,
+            RecBody::Ignored => RecBody::Ignored,
+            RecBody::Boundary => RecBody::Boundary,
+            RecBody::System(v) => RecBody::System(v.into_owned()),
+            RecBody::CompactSummary(v) => RecBody::CompactSummary(v.into_owned()),
+            RecBody::User(v) => RecBody::User(v.into_owned()),
+            RecBody::Assistant { id, content } => RecBody::Assistant {
+                id: id.into_owned(),
+                content: content.into_owned(),
+            },
+            RecBody::Labeled { label, content } => RecBody::Labeled {
+                label,
+                content: content.into_owned(),
+            },
+        };
+        let s = self.stats;
+        Rec {
+            line: self.line,
+            body,
+            stats: RecStats {
+                timestamp: s.timestamp.map(Value::into_owned),
+                usage: s.usage.map(Value::into_owned),
+                model: s.model.map(Value::into_owned),
+                tool_uses: s.tool_uses,
+                subagent_tokens: s.subagent_tokens,
+            },
+            meta: self.meta,
+            explicit_tool_names: self.explicit_tool_names,
+        }
+    }
+
     pub fn new(line: u32, body: RecBody<'a>) -> Self {
         Rec {
             line,
