@@ -174,3 +174,40 @@ fn grep_case_insensitive_matches_reference() {
         check_trace(&name, "grep-ci-test", Some("(?i)test"));
     }
 }
+
+/// Streaming in odd-sized chunks, and the two-stage Lexer → Compiler path, give the same bytes.
+#[test]
+fn chunked_and_two_stage_compiles_are_identical() {
+    use memex_vcc::{Compiler, InputFormat, Lexer, compile_trace};
+    for name in [
+        "spotter__short",
+        "ccl__debug_image_message",
+        "entire__d0161e0df1cb-0",
+    ] {
+        let input = read(
+            &fixtures()
+                .join("traces/claude-code")
+                .join(format!("{name}.jsonl")),
+        );
+        let whole = compile_trace(&input, name, CompileOptions::default()).unwrap();
+        let mut streamed = Compiler::new(name, CompileOptions::default());
+        for chunk in input.chunks(7919) {
+            streamed.push(chunk);
+        }
+        let streamed = streamed.finish().unwrap();
+        let mut lexer = Lexer::new(InputFormat::Auto);
+        let mut two = Compiler::new(name, CompileOptions::default());
+        for chunk in input.chunks(65_537) {
+            two.push_records(lexer.push(chunk));
+        }
+        two.push_records(lexer.finish());
+        let two = two.finish().unwrap();
+        for other in [&streamed, &two] {
+            assert_eq!(other.chains().len(), whole.chains().len());
+            for (a, b) in whole.chains().iter().zip(other.chains()) {
+                assert_same(name, a.full_view().as_bytes(), b.full_view().as_bytes());
+                assert_eq!(a.media(), b.media());
+            }
+        }
+    }
+}
