@@ -19,7 +19,7 @@ use crate::CompileError;
 use crate::diag::{Diagnostic, Diags};
 use crate::json::Value;
 use crate::lex::{InputFormat, Reader, RecConsumer};
-use crate::parse::py_string;
+use crate::pyfmt::to_py_str;
 use crate::record::{Rec, RecBody, RecMeta};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -121,11 +121,11 @@ fn plain_text(v: &Value<'_>) -> String {
         Value::Str(s) => s.to_string(),
         Value::Array(items) => items
             .iter()
-            .filter_map(|b| b.get("text").map(py_string))
+            .filter_map(|b| b.get("text").map(to_py_str))
             .collect::<Vec<_>>()
             .join("\n\n"),
         Value::Null => String::new(),
-        other => py_string(other),
+        other => to_py_str(other),
     }
 }
 
@@ -184,7 +184,7 @@ impl EventMapper {
     }
 
     fn block(&mut self, ctx: &mut Ctx<'_>, b: &Value<'_>, text_kind: &str) {
-        let text = |k: &str| b.get(k).map(py_string).unwrap_or_default();
+        let text = |k: &str| b.get(k).map(to_py_str).unwrap_or_default();
         match b.type_str() {
             Some("text") if !crate::text::py_strip(&text("text")).is_empty() => {
                 self.push(ctx, text_kind, text("text"), None);
@@ -202,8 +202,8 @@ impl EventMapper {
                 );
             }
             Some("tool_use") => {
-                let id = b.get("id").map(py_string);
-                let name = b.get("name").map_or_else(|| "unknown".into(), py_string);
+                let id = b.get("id").map(to_py_str);
+                let name = b.get("name").map_or_else(|| "unknown".into(), to_py_str);
                 if let Some(id) = &id {
                     self.calls.insert(id.clone(), name.clone());
                 }
@@ -215,7 +215,7 @@ impl EventMapper {
                 let source = b.get("source");
                 let media_type = source
                     .and_then(|s| s.get("media_type"))
-                    .map(py_string)
+                    .map(to_py_str)
                     .unwrap_or_default();
                 let size = source
                     .and_then(|s| s.get("data"))
@@ -230,9 +230,9 @@ impl EventMapper {
     }
 
     fn tool_result(&mut self, ctx: &mut Ctx<'_>, b: &Value<'_>) {
-        let id = b.get("tool_use_id").map(py_string);
+        let id = b.get("tool_use_id").map(to_py_str);
         let name = match b.get("name") {
-            Some(n) => Some(py_string(n)),
+            Some(n) => Some(to_py_str(n)),
             None => id.as_ref().and_then(|i| self.calls.get(i).cloned()),
         };
         let kind = if b.get("is_error").is_some_and(Value::truthy) {
@@ -245,7 +245,7 @@ impl EventMapper {
             Some(Value::Array(items)) => items
                 .iter()
                 .map(|i| match i.type_str() {
-                    Some("text") => i.get("text").map(py_string).unwrap_or_default(),
+                    Some("text") => i.get("text").map(to_py_str).unwrap_or_default(),
                     Some(other) => format!("[{other}]"),
                     None => String::new(),
                 })

@@ -14,7 +14,7 @@ use super::{
 };
 use crate::diag::Diags;
 use crate::json::{Object, Schema, Value};
-use crate::parse::py_string;
+use crate::pyfmt::to_py_str;
 use crate::record::{Rec, RecBody, RecMeta};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -77,7 +77,7 @@ impl LineLexer for CodexLexer {
 }
 
 fn event<'a>(p: &Object<'a>, after_compacted: bool) -> Vec<RecBody<'a>> {
-    let text = |k: &str| p.get(k).map(py_string).unwrap_or_default();
+    let text = |k: &str| p.get(k).map(to_py_str).unwrap_or_default();
     match p.get("type").and_then(Value::as_str) {
         Some("error") => vec![RecBody::System(Value::str(format!(
             "error: {}",
@@ -106,7 +106,7 @@ impl CodexLexer {
 
     fn call<'a>(&mut self, id: Option<Value<'a>>, name: &str, input: Value<'a>) -> RecBody<'a> {
         let id = id.unwrap_or(Value::str(""));
-        self.calls.insert(py_string(&id), name.to_string());
+        self.calls.insert(to_py_str(&id), name.to_string());
         self.assistant(vec![tool_use_block(
             id,
             Value::str(name.to_string()),
@@ -136,7 +136,7 @@ impl CodexLexer {
                     "local_shell_call" => "local_shell".to_string(),
                     _ => p
                         .get("name")
-                        .map(py_string)
+                        .map(to_py_str)
                         .unwrap_or_else(|| "unknown".into()),
                 };
                 let input = call_input(&mut p);
@@ -188,7 +188,7 @@ impl CodexLexer {
         let id = p.take("call_id").unwrap_or(Value::str(""));
         let name = self
             .calls
-            .get(&py_string(&id))
+            .get(&to_py_str(&id))
             .cloned()
             .unwrap_or_else(|| "unknown".into());
         let content = match p.take("output").or_else(|| p.take("tools")) {
@@ -211,7 +211,7 @@ impl CodexLexer {
 }
 
 fn field(p: &Object<'_>, key: &str) -> String {
-    p.get(key).map(py_string).unwrap_or_default()
+    p.get(key).map(to_py_str).unwrap_or_default()
 }
 
 /// `arguments` (a JSON string, or already an object) or `input`, as a tool-call input object.
@@ -279,7 +279,7 @@ fn content_item(item: Value<'_>) -> Option<Value<'_>> {
 fn take_str<'a>(o: &mut Object<'a>, key: &str) -> Cow<'a, str> {
     match o.take(key) {
         Some(Value::Str(s)) => s,
-        Some(other) => Cow::Owned(py_string(&other)),
+        Some(other) => Cow::Owned(to_py_str(&other)),
         None => Cow::Borrowed(""),
     }
 }

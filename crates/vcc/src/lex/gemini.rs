@@ -9,7 +9,7 @@
 use super::{RecConsumer, text_block, thinking_block, tool_result_block, tool_use_block};
 use crate::diag::{Diags, Severity, column};
 use crate::json::{Schema, Value, parse_document};
-use crate::parse::py_string;
+use crate::pyfmt::to_py_str;
 use crate::record::{Rec, RecBody, RecMeta};
 
 /// Lexes a buffered document whose first line is input line `start_line`.
@@ -90,7 +90,7 @@ fn message<'a>(m: &Value<'a>, group: &mut u64, index: usize) -> Vec<RecBody<'a>>
             out
         }
         Some(kind @ ("info" | "error" | "warning")) => {
-            let text = m.get("content").map(py_string).unwrap_or_default();
+            let text = m.get("content").map(to_py_str).unwrap_or_default();
             vec![RecBody::System(Value::str(format!("{kind}: {text}")))]
         }
         _ => vec![RecBody::Ignored],
@@ -102,7 +102,7 @@ fn user_content<'a>(content: Option<&Value<'a>>) -> Value<'a> {
         Some(Value::Array(parts)) => Value::Array(
             parts
                 .iter()
-                .filter_map(|p| p.get("text").cloned().map(|t| text_block(py_string(&t))))
+                .filter_map(|p| p.get("text").cloned().map(|t| text_block(to_py_str(&t))))
                 .collect(),
         ),
         Some(v) => v.clone(),
@@ -117,8 +117,8 @@ fn assistant_blocks<'a>(m: &Value<'a>) -> Vec<Value<'a>> {
         .and_then(Value::as_array)
         .unwrap_or_default()
     {
-        let subject = t.get("subject").map(py_string).unwrap_or_default();
-        let description = t.get("description").map(py_string).unwrap_or_default();
+        let subject = t.get("subject").map(to_py_str).unwrap_or_default();
+        let description = t.get("description").map(to_py_str).unwrap_or_default();
         let text = match (subject.is_empty(), description.is_empty()) {
             (false, false) => format!("{subject}\n{description}"),
             (true, _) => description,
@@ -132,7 +132,7 @@ fn assistant_blocks<'a>(m: &Value<'a>) -> Vec<Value<'a>> {
             blocks.extend(
                 parts
                     .iter()
-                    .filter_map(|p| p.get("text").map(|t| text_block(py_string(t)))),
+                    .filter_map(|p| p.get("text").map(|t| text_block(to_py_str(t)))),
             );
         }
         _ => {}
@@ -165,7 +165,7 @@ fn tool_results<'a>(m: &Value<'a>) -> Vec<Value<'a>> {
             let id = call.get("id").cloned().unwrap_or(Value::str(""));
             let name = call
                 .get("name")
-                .map(py_string)
+                .map(to_py_str)
                 .unwrap_or_else(|| "unknown".into());
             let is_error = call.get("status").and_then(Value::as_str) == Some("error");
             tool_result_block(id, name, is_error, Value::str(result_text(call)))
@@ -191,7 +191,7 @@ fn result_text(call: &Value<'_>) -> String {
         )
         .collect();
     if texts.is_empty() {
-        call.get("resultDisplay").map(py_string).unwrap_or_default()
+        call.get("resultDisplay").map(to_py_str).unwrap_or_default()
     } else {
         texts.join("\n\n")
     }

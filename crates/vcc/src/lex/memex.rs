@@ -13,7 +13,7 @@ use super::{
 };
 use crate::diag::Diags;
 use crate::json::{Object, Schema, Value};
-use crate::parse::py_string;
+use crate::pyfmt::to_py_str;
 use crate::record::{Rec, RecBody, RecMeta};
 use std::collections::HashMap;
 
@@ -69,7 +69,7 @@ impl MemexLexer {
         let content_text = || match &content {
             Value::Str(s) => s.clone(),
             Value::Null => "".into(),
-            other => py_string(other).into(),
+            other => to_py_str(other).into(),
         };
         match kind {
             "user_message" => RecBody::User(Value::Str(content_text())),
@@ -80,19 +80,19 @@ impl MemexLexer {
                 let id = e.take("tool_call_id").unwrap_or(Value::str(""));
                 let name = e
                     .get("tool_name")
-                    .map(py_string)
+                    .map(to_py_str)
                     .unwrap_or_else(|| "unknown".into());
-                self.calls.insert(py_string(&id), name.clone());
+                self.calls.insert(to_py_str(&id), name.clone());
                 let input = tool_input_from_text(content_text());
                 self.assistant(agent, tool_use_block(id, Value::str(name), input))
             }
             "tool_result" | "tool_error" => {
                 let id = e.take("tool_call_id").unwrap_or(Value::str(""));
                 let name = match e.get("tool_name").filter(|n| n.truthy()) {
-                    Some(n) => py_string(n),
+                    Some(n) => to_py_str(n),
                     None => self
                         .calls
-                        .get(&py_string(&id))
+                        .get(&to_py_str(&id))
                         .cloned()
                         .unwrap_or_else(|| "unknown".into()),
                 };

@@ -9,7 +9,7 @@ use crate::diag::Diags;
 use crate::ir::{BlockKind, Body, Role, Speaker};
 use crate::json::Value;
 use crate::media::{MediaKind, b64decode, media_ext};
-use crate::pyfmt::{py_str, to_py_str};
+use crate::pyfmt::to_py_str;
 use crate::stats::ChainStats;
 use crate::text::sanitize;
 use crate::tool::{emit_params, tool_summary};
@@ -561,11 +561,4 @@ fn renders_assistant_header(b: &Value<'_>) -> bool {
         Some("redacted_thinking" | "tool_use" | "image" | "document") => true,
         _ => false,
     }
-}
-
-/// `str()` of a value into a fresh string (re-exported for lexers).
-pub(crate) fn py_string(v: &Value<'_>) -> String {
-    let mut s = String::new();
-    py_str(v, &mut s);
-    s
 }
