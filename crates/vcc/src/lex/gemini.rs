@@ -45,10 +45,9 @@ pub(crate) fn lex_document(buf: &[u8], start_line: u32, c: &mut dyn RecConsumer,
         );
         return;
     };
-    let mut group = 0u64;
     for (i, m) in messages.iter().enumerate() {
         d.line = start_line;
-        for body in message(m, &mut group, i) {
+        for body in message(m, i) {
             let mut rec = Rec::new(start_line, body);
             rec.explicit_tool_names = true;
             rec.meta = RecMeta {
@@ -74,11 +73,10 @@ fn line_col(text: &str, offset: usize, start_line: u32) -> (u32, u32) {
     )
 }
 
-fn message<'a>(m: &Value<'a>, group: &mut u64, index: usize) -> Vec<RecBody<'a>> {
+fn message<'a>(m: &Value<'a>, index: usize) -> Vec<RecBody<'a>> {
     match m.type_str() {
         Some("user") => vec![RecBody::User(user_content(m.get("content")))],
         Some("gemini") => {
-            *group += 1;
             let mut out = vec![RecBody::Assistant {
                 id: Value::str(format!("gemini-{index}")),
                 content: Value::Array(assistant_blocks(m)),
