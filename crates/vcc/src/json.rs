@@ -76,7 +76,7 @@ impl<'a> Object<'a> {
             entries: self
                 .entries
                 .into_iter()
-                .map(|(k, v)| (Cow::Owned(k.into_owned()), v.into_owned()))
+                .map(|(k, v)| (owned_str(k), v.into_owned()))
                 .collect(),
         }
     }
@@ -147,7 +147,7 @@ impl<'a> Value<'a> {
             Value::Bool(b) => Value::Bool(b),
             Value::Int(s) => Value::Int(Cow::Owned(s.into_owned())),
             Value::Float(f) => Value::Float(f),
-            Value::Str(s) => Value::Str(Cow::Owned(s.into_owned())),
+            Value::Str(s) => Value::Str(owned_str(s)),
             Value::Array(a) => Value::Array(a.into_iter().map(Value::into_owned).collect()),
             Value::Object(o) => Value::Object(o.into_owned()),
         }
@@ -163,6 +163,34 @@ impl<'a> Value<'a> {
             entries: pairs.into_iter().map(|(k, v)| (k.into(), v)).collect(),
         })
     }
+}
+
+/// Detaches a string, without allocating for the keys and type tags every record repeats.
+fn owned_str(s: Cow<'_, str>) -> Cow<'static, str> {
+    let common = match s.as_ref() {
+        "type" => "type",
+        "text" => "text",
+        "thinking" => "thinking",
+        "id" => "id",
+        "name" => "name",
+        "input" => "input",
+        "content" => "content",
+        "tool_use_id" => "tool_use_id",
+        "is_error" => "is_error",
+        "source" => "source",
+        "media_type" => "media_type",
+        "data" => "data",
+        "signature" => "signature",
+        "tool_use" => "tool_use",
+        "tool_result" => "tool_result",
+        "base64" => "base64",
+        "image" => "image",
+        "command" => "command",
+        "description" => "description",
+        "file_path" => "file_path",
+        _ => return Cow::Owned(s.into_owned()),
+    };
+    Cow::Borrowed(common)
 }
 
 /// Which parts of a document to materialise; everything else is validated and skipped.
