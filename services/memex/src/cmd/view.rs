@@ -10,9 +10,9 @@
 use anyhow::Context as _;
 use clap::{Parser, ValueEnum};
 use memex_vcc::{
-    Chain, ChainViews, CompileError, CompileOptions, CompiledTrace, Compiler, InputFormat, Lexer,
-    Lines, Literal, Match, Predicate, PyRegex, RoleFilter, Terms, TransposedEntry, UiOptions,
-    ViewOptions, manifest, transposed_view,
+    Chain, ChainViews, CompileError, CompileOptions, CompiledTrace, Compiler, InputFormat, Lines,
+    Literal, Match, Predicate, PyRegex, RoleFilter, Terms, TransposedEntry, UiOptions, ViewOptions,
+    manifest, transposed_view,
 };
 use std::ffi::OsString;
 use std::io::{Read, Write};
