@@ -24,7 +24,8 @@
 //! * Compile in memory: [`compile`] `(bytes, stem, CompileOptions, ViewOptions) →`
 //!   [`Compilation`] (per chain: full, UI and adaptive view text, media via
 //!   [`Chain::media`], diagnostics with `line`/`col`). [`Compiler`] is the same thing fed in
-//!   chunks.
+//!   chunks; [`Lexer`] + [`Compiler::push_records`] split it in two halves that can run on two
+//!   threads (same bytes out).
 //! * A compiled, immutable IR: [`CompiledTrace`] (`Send + Sync`, [`CompiledTrace::size_bytes`]
 //!   for a cache weigher). Each [`Chain`] re-renders [`Chain::ui_view`] /
 //!   [`Chain::adaptive_view`] with other options or predicates without re-parsing, and answers
