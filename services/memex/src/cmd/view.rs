@@ -153,31 +153,33 @@ fn rewrite_tu(arg: OsString) -> OsString {
 }
 
 fn build_predicate(cli: &ViewCli) -> Result<Option<Box<dyn Predicate>>, String> {
-    let base: Box<dyn Predicate> = if let Some(pattern) = &cli.grep {
-        let re = PyRegex::new(pattern).map_err(|e| format!("invalid regex for --grep: {e}"))?;
-        Box::new(Lines(re))
-    } else if let Some(text) = &cli.literal {
-        Box::new(Lines(
-            Literal::new(text, cli.ignore_case).map_err(|e| e.to_string())?,
-        ))
-    } else if !cli.terms.is_empty() {
-        let terms = cli
-            .terms
-            .iter()
-            .map(|t| {
-                Literal::new(t, cli.ignore_case)
-                    .map(|l| Box::new(l) as Box<dyn memex_vcc::LineMatcher>)
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| e.to_string())?;
-        let mode = match cli.match_mode {
-            MatchMode::Any => Match::Any,
-            MatchMode::All => Match::All,
+    // VCC.py: `re.compile(grep) if grep else None` — an empty pattern means no search.
+    let base: Box<dyn Predicate> =
+        if let Some(pattern) = cli.grep.as_ref().filter(|p| !p.is_empty()) {
+            let re = PyRegex::new(pattern).map_err(|e| format!("invalid regex for --grep: {e}"))?;
+            Box::new(Lines(re))
+        } else if let Some(text) = &cli.literal {
+            Box::new(Lines(
+                Literal::new(text, cli.ignore_case).map_err(|e| e.to_string())?,
+            ))
+        } else if !cli.terms.is_empty() {
+            let terms = cli
+                .terms
+                .iter()
+                .map(|t| {
+                    Literal::new(t, cli.ignore_case)
+                        .map(|l| Box::new(l) as Box<dyn memex_vcc::LineMatcher>)
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| e.to_string())?;
+            let mode = match cli.match_mode {
+                MatchMode::Any => Match::Any,
+                MatchMode::All => Match::All,
+            };
+            Box::new(Terms { terms, mode })
+        } else {
+            return Ok(None);
         };
-        Box::new(Terms { terms, mode })
-    } else {
-        return Ok(None);
-    };
     if cli.roles.is_empty() {
         return Ok(Some(base));
     }
