@@ -63,6 +63,8 @@ pub struct SectionEntry<'a> {
 #[derive(Debug, Serialize)]
 pub struct BlockEntry<'a> {
     pub section: usize,
+    /// The role of the block's section.
+    pub role: &'a Role,
     pub node_type: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_name: Option<&'a str>,
@@ -163,6 +165,7 @@ fn blocks(chain: &Chain) -> Vec<BlockEntry<'_>> {
             };
             BlockEntry {
                 section: b.section(),
+                role: chain.sections()[b.section()].role(),
                 node_type: b.kind().node_type(),
                 tool_name,
                 tool_id,
