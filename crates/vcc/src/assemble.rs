@@ -16,6 +16,8 @@ use crate::record::{Rec, RecBody};
 #[derive(Default)]
 pub(crate) struct Assembler {
     done: Vec<ChainBuilder>,
+    /// Chains already finished and handed out by [`Assembler::take_ready`].
+    taken: usize,
     current: Option<ChainBuilder>,
     /// `message.id` of the open assistant record, when it has one.
     active_id: Option<Value<'static>>,
@@ -37,15 +39,33 @@ impl Assembler {
         }
     }
 
-    /// All chains, with their final names (`_N` suffixes only when there are several).
+    /// The remaining chains, with their final names (`_N` suffixes only when there are several),
+    /// numbered after those already taken.
     pub fn finish(mut self, stem: &str) -> Vec<Chain> {
         self.close_active();
         self.done.extend(self.current.take());
-        let n = self.done.len();
+        let n = self.taken + self.done.len();
+        let first = self.taken;
         self.done
             .into_iter()
             .enumerate()
-            .map(|(i, builder)| builder.finish(ChainFiles::new(stem, i, n)))
+            .map(|(i, builder)| builder.finish(ChainFiles::new(stem, first + i, n)))
+            .collect()
+    }
+
+    /// Completed chains that can be finished now: once a second chain has started the file is
+    /// known to have several, so every name (`_N`) is final. Returns `(index, chain)` pairs.
+    pub fn take_ready(&mut self, stem: &str) -> Vec<(usize, Chain)> {
+        if self.taken + self.done.len() + usize::from(self.current.is_some()) < 2 {
+            return Vec::new();
+        }
+        let first = self.taken;
+        let ready = std::mem::take(&mut self.done);
+        self.taken += ready.len();
+        ready
+            .into_iter()
+            .enumerate()
+            .map(|(i, b)| (first + i, b.finish(ChainFiles::new(stem, first + i, 2))))
             .collect()
     }
 }

@@ -30,6 +30,8 @@ pub struct CompileOptions {
 /// A compiled input: its chains (immutable, `Send + Sync`) and the problems met on the way.
 #[derive(Debug, Clone)]
 pub struct CompiledTrace {
+    /// Index of `chains[0]` (non-zero only after [`Compiler::take_ready_chains`]).
+    first_index: usize,
     stem: String,
     format: TraceFormat,
     chains: Vec<Chain>,
@@ -47,6 +49,10 @@ impl CompiledTrace {
     /// One chain per compaction segment; empty if the input had no records.
     pub fn chains(&self) -> &[Chain] {
         &self.chains
+    }
+    /// The input-wide index of `chains()[0]` (0 unless chains were taken early).
+    pub fn first_index(&self) -> usize {
+        self.first_index
     }
     pub fn diagnostics(&self) -> &[Diagnostic] {
         &self.diagnostics
@@ -74,6 +80,8 @@ pub struct Compiler {
     diags: Diags,
     /// Set when records come from a [`Lexer`] instead of `push`.
     lexed_format: Option<TraceFormat>,
+    /// Chains handed out by [`Compiler::take_ready_chains`].
+    taken: usize,
 }
 
 /// The lexing half of a [`Compiler`], so that it can run on another thread: bytes in, owned
@@ -137,7 +145,19 @@ impl Compiler {
             assembler: Assembler::new(),
             diags: Diags::default(),
             lexed_format: None,
+            taken: 0,
         }
+    }
+
+    /// Chains that are complete and final already (only once the input is known to have more
+    /// than one chain, since that decides the `_N` names), as `(index, chain)`. They are not
+    /// part of the [`CompiledTrace`] that [`Compiler::finish`] returns, whose chains continue
+    /// the numbering (see [`CompiledTrace::first_index`]). Lets a caller render early chains
+    /// while later ones are still being read.
+    pub fn take_ready_chains(&mut self) -> Vec<(usize, Chain)> {
+        let ready = self.assembler.take_ready(&self.stem);
+        self.taken += ready.len();
+        ready
     }
 
     /// Consumes a batch from a [`Lexer`] (instead of [`Compiler::push`]).
@@ -167,6 +187,7 @@ impl Compiler {
             return Err(CompileError::Strict(first.clone()));
         }
         Ok(CompiledTrace {
+            first_index: self.taken,
             format: self.lexed_format.unwrap_or(self.reader.format()),
             chains: self.assembler.finish(&self.stem),
             stem: self.stem,

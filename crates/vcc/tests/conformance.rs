@@ -202,6 +202,21 @@ fn chunked_and_two_stage_compiles_are_identical() {
         }
         two.push_records(lexer.finish());
         let two = two.finish().unwrap();
+        let mut early = Compiler::new(name, CompileOptions::default());
+        let mut taken = Vec::new();
+        for chunk in input.chunks(100_003) {
+            early.push(chunk);
+            taken.extend(early.take_ready_chains());
+        }
+        let rest = early.finish().unwrap();
+        assert_eq!(rest.first_index(), taken.len());
+        let all: Vec<&memex_vcc::Chain> =
+            taken.iter().map(|(_, c)| c).chain(rest.chains()).collect();
+        assert_eq!(all.len(), whole.chains().len());
+        for (a, b) in whole.chains().iter().zip(all) {
+            assert_eq!(a.files(), b.files());
+            assert_same(name, a.full_view().as_bytes(), b.full_view().as_bytes());
+        }
         for other in [&streamed, &two] {
             assert_eq!(other.chains().len(), whole.chains().len());
             for (a, b) in whole.chains().iter().zip(other.chains()) {

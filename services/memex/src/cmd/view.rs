@@ -247,7 +247,29 @@ impl<'a> Session<'a> {
             None => default_output_dir(input, cwd),
         };
         std::fs::create_dir_all(&out_dir).with_context(|| format!("cannot create {out_dir}"))?;
-        let trace = match self.compile(input)? {
+        let opts = ViewOptions {
+            ui: UiOptions {
+                truncate: self.cli.truncate,
+                truncate_user: self.cli.truncate_user,
+            },
+            predicate: self.predicate,
+        };
+        let json = self.cli.format == OutputFormat::Json;
+        // Chains complete before the end of the file are rendered and written on a second
+        // thread while the rest is still being read.
+        let (compiled, early) = std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Chain)>(2);
+            let out_dir = &out_dir;
+            let renderer = scope.spawn(move || {
+                rx.into_iter()
+                    .map(|(i, c)| (i, render_one(i, &c, &opts, out_dir, cwd, json)))
+                    .collect::<Vec<_>>()
+            });
+            let compiled = self.compile(input, &tx);
+            drop(tx);
+            (compiled, renderer.join().unwrap_or_default())
+        });
+        let trace = match compiled? {
             Ok(trace) => trace,
             Err(CompileError::Strict(d)) => {
                 eprintln!("{}", d.render(input));
@@ -258,22 +280,16 @@ impl<'a> Session<'a> {
         for d in trace.diagnostics() {
             eprintln!("{}", d.render(input));
         }
-        let opts = ViewOptions {
-            ui: UiOptions {
-                truncate: self.cli.truncate,
-                truncate_user: self.cli.truncate_user,
-            },
-            predicate: self.predicate,
-        };
-        let quiet = self.predicate.is_some() || self.cli.format == OutputFormat::Json;
-        if trace.chains().is_empty() && !quiet {
+        let quiet = self.predicate.is_some() || json;
+        if early.is_empty() && trace.chains().is_empty() && !quiet {
             println!("No conversation chains found.");
         }
-        let json = self.cli.format == OutputFormat::Json;
-        let rendered = render_chains(&trace, &opts, &out_dir, cwd, json);
+        let mut rendered = early;
+        rendered.extend(render_chains(&trace, &opts, &out_dir, cwd, json));
+        rendered.sort_by_key(|(i, _)| *i);
         let mut summary = (Vec::new(), Vec::new());
         let mut json_chains = Vec::new();
-        for r in rendered {
+        for (_, r) in rendered {
             let r = r?;
             summary.0.push(r.full_line);
             summary.1.push(r.ui_line);
@@ -300,14 +316,26 @@ impl<'a> Session<'a> {
     /// thread reads ahead so the kernel's copy overlaps with compiling. (Lexing on a worker via
     /// `memex_vcc::Lexer` was measured too: it costs ~25% more CPU for owned records and was
     /// not faster on this 2-core machine under load.)
-    fn compile(&self, input: &str) -> anyhow::Result<Result<CompiledTrace, CompileError>> {
+    fn compile(
+        &self,
+        input: &str,
+        ready: &std::sync::mpsc::SyncSender<(usize, Chain)>,
+    ) -> anyhow::Result<Result<CompiledTrace, CompileError>> {
         let opts = CompileOptions {
             format: self.cli.input_format.into(),
             strict: self.cli.strict,
         };
         let file = std::fs::File::open(input).context("cannot open")?;
         let mut compiler = Compiler::new(stem_of(input), opts);
-        read_ahead(file, |chunk| compiler.push(chunk))?;
+        read_ahead(file, |chunk| {
+            compiler.push(chunk);
+            // With --strict a later problem discards the whole input: nothing is written early.
+            if !opts.strict {
+                for chain in compiler.take_ready_chains() {
+                    let _ = ready.send(chain);
+                }
+            }
+        })?;
         Ok(compiler.finish())
     }
 }
@@ -358,8 +386,8 @@ fn render_chains(
     out_dir: &str,
     cwd: &Path,
     json: bool,
-) -> Vec<anyhow::Result<Rendered>> {
-    let chains = trace.chains();
+) -> Vec<(usize, anyhow::Result<Rendered>)> {
+    let (chains, first) = (trace.chains(), trace.first_index());
     let next = std::sync::atomic::AtomicUsize::new(0);
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get().min(2))
@@ -374,7 +402,8 @@ fn render_chains(
                         let Some(chain) = chains.get(i) else {
                             return mine;
                         };
-                        mine.push((i, render_one(i, chain, opts, out_dir, cwd, json)));
+                        let index = first + i;
+                        mine.push((index, render_one(index, chain, opts, out_dir, cwd, json)));
                     }
                 })
             })
@@ -385,7 +414,7 @@ fn render_chains(
             .collect()
     });
     results.sort_by_key(|(i, _)| *i);
-    results.into_iter().map(|(_, r)| r).collect()
+    results
 }
 
 fn render_one(
