@@ -41,6 +41,20 @@ fn memex_events_render_with_the_claude_vocabulary() {
 }
 
 #[test]
+fn memex_read_results_lose_line_number_prefixes_like_claude() {
+    let events = [
+        r#"{"session_id":"s","seq":1,"kind":"tool_call","tool_name":"Read","tool_call_id":"r1","content":"{\"file_path\":\"a.rs\"}"}"#,
+        r#"{"session_id":"s","seq":2,"kind":"tool_result","tool_call_id":"r1","content":"     1\u2192fn main() {}\n     2\u2192"}"#,
+    ]
+    .join("\n");
+    let full = auto(events.as_bytes()).chains()[0].full_view();
+    assert!(
+        full.contains("[tool] Read:r1\n\nfn main() {}\n\n"),
+        "{full}"
+    );
+}
+
+#[test]
 fn session_change_starts_a_new_chain() {
     let two = EVENTS.replace(
         r#""session_id":"s1","seq":6"#,

@@ -15,8 +15,9 @@ impl ChainBuilder {
             .iter()
             .map(|m| format!("{}_{}_{}.{}", files.prefix, m.kind.stem(), m.index, m.ext))
             .collect();
-        let sections = self.resolve_sections();
+        // Before `resolve_sections`, which consumes the pending headers (explicit names).
         let read_keys = self.read_result_keys();
+        let sections = self.resolve_sections();
         let blocks = std::mem::take(&mut self.blocks)
             .into_iter()
             .enumerate()
