@@ -43,8 +43,8 @@ fn memex_events_render_with_the_claude_vocabulary() {
 #[test]
 fn memex_read_results_lose_line_number_prefixes_like_claude() {
     let events = [
-        r#"{"session_id":"s","seq":1,"kind":"tool_call","tool_name":"Read","tool_call_id":"r1","content":"{\"file_path\":\"a.rs\"}"}"#,
-        r#"{"session_id":"s","seq":2,"kind":"tool_result","tool_call_id":"r1","content":"     1\u2192fn main() {}\n     2\u2192"}"#,
+        r#"{"session_id":"s","seq":1,"kind":"user_message","content":"read it"}"#,
+        r#"{"session_id":"s","seq":2,"kind":"tool_result","tool_name":"Read","tool_call_id":"r1","content":"     1\u2192fn main() {}\n     2\u2192"}"#,
     ]
     .join("\n");
     let full = auto(events.as_bytes()).chains()[0].full_view();
