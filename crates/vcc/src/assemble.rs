@@ -13,6 +13,19 @@ use crate::lex::RecConsumer;
 use crate::parse::{ChainBuilder, ToolNames};
 use crate::record::{Rec, RecBody};
 
+/// A chain whose records are all in and whose name is final; [`ReadyChain::finish`] (name
+/// resolution, joins, line assignment) can run on any thread.
+pub struct ReadyChain {
+    builder: ChainBuilder,
+    files: ChainFiles,
+}
+
+impl ReadyChain {
+    pub fn finish(self) -> Chain {
+        self.builder.finish(self.files)
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct Assembler {
     done: Vec<ChainBuilder>,
@@ -55,7 +68,7 @@ impl Assembler {
 
     /// Completed chains that can be finished now: once a second chain has started the file is
     /// known to have several, so every name (`_N`) is final. Returns `(index, chain)` pairs.
-    pub fn take_ready(&mut self, stem: &str) -> Vec<(usize, Chain)> {
+    pub fn take_ready(&mut self, stem: &str) -> Vec<(usize, ReadyChain)> {
         if self.taken + self.done.len() + usize::from(self.current.is_some()) < 2 {
             return Vec::new();
         }
@@ -65,7 +78,10 @@ impl Assembler {
         ready
             .into_iter()
             .enumerate()
-            .map(|(i, b)| (first + i, b.finish(ChainFiles::new(stem, first + i, 2))))
+            .map(|(i, builder)| {
+                let files = ChainFiles::new(stem, first + i, 2);
+                (first + i, ReadyChain { builder, files })
+            })
             .collect()
     }
 }

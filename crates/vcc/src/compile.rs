@@ -1,7 +1,7 @@
 //! The compiler's entry points: streaming [`Compiler`], one-shot [`compile_trace`], and
 //! [`compile`], which also lowers every chain to the views the CLI writes.
 
-use crate::assemble::Assembler;
+use crate::assemble::{Assembler, ReadyChain};
 use crate::diag::{Diagnostic, Diags};
 use crate::ir::Chain;
 use crate::lex::{InputFormat, Reader, RecConsumer, TraceFormat};
@@ -154,7 +154,7 @@ impl Compiler {
     /// part of the [`CompiledTrace`] that [`Compiler::finish`] returns, whose chains continue
     /// the numbering (see [`CompiledTrace::first_index`]). Lets a caller render early chains
     /// while later ones are still being read.
-    pub fn take_ready_chains(&mut self) -> Vec<(usize, Chain)> {
+    pub fn take_ready_chains(&mut self) -> Vec<(usize, ReadyChain)> {
         let ready = self.assembler.take_ready(&self.stem);
         self.taken += ready.len();
         ready

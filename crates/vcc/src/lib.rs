@@ -44,6 +44,8 @@
 //! With [`CompileOptions::strict`] the first diagnostic is a [`CompileError`].
 
 mod assemble;
+
+pub use assemble::ReadyChain;
 mod compile;
 mod diag;
 mod events;

@@ -206,7 +206,12 @@ fn chunked_and_two_stage_compiles_are_identical() {
         let mut taken = Vec::new();
         for chunk in input.chunks(100_003) {
             early.push(chunk);
-            taken.extend(early.take_ready_chains());
+            taken.extend(
+                early
+                    .take_ready_chains()
+                    .into_iter()
+                    .map(|(i, c)| (i, c.finish())),
+            );
         }
         let rest = early.finish().unwrap();
         assert_eq!(rest.first_index(), taken.len());

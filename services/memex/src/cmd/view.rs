@@ -11,8 +11,8 @@ use anyhow::Context as _;
 use clap::{Parser, ValueEnum};
 use memex_vcc::{
     Chain, ChainViews, CompileError, CompileOptions, CompiledTrace, Compiler, InputFormat, Lines,
-    Literal, Match, Predicate, PyRegex, RoleFilter, Terms, TransposedEntry, UiOptions, ViewOptions,
-    manifest, transposed_view,
+    Literal, Match, Predicate, PyRegex, ReadyChain, RoleFilter, Terms, TransposedEntry, UiOptions,
+    ViewOptions, manifest, transposed_view,
 };
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -258,11 +258,11 @@ impl<'a> Session<'a> {
         // Chains complete before the end of the file are rendered and written on a second
         // thread while the rest is still being read.
         let (compiled, early) = std::thread::scope(|scope| {
-            let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Chain)>(2);
+            let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, ReadyChain)>(2);
             let out_dir = &out_dir;
             let renderer = scope.spawn(move || {
                 rx.into_iter()
-                    .map(|(i, c)| (i, render_one(i, &c, &opts, out_dir, cwd, json)))
+                    .map(|(i, c)| (i, render_one(i, &c.finish(), &opts, out_dir, cwd, json)))
                     .collect::<Vec<_>>()
             });
             let compiled = self.compile(input, &tx);
@@ -319,7 +319,7 @@ impl<'a> Session<'a> {
     fn compile(
         &self,
         input: &str,
-        ready: &std::sync::mpsc::SyncSender<(usize, Chain)>,
+        ready: &std::sync::mpsc::SyncSender<(usize, ReadyChain)>,
     ) -> anyhow::Result<Result<CompiledTrace, CompileError>> {
         let opts = CompileOptions {
             format: self.cli.input_format.into(),
