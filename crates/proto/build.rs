@@ -17,6 +17,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .codec_path("crate::codec::ValidatingCodec")
         .bytes(".memex.v1.ArtifactChunk.data")
+        .bytes(".memex.v1.ViewChunk.text")
         .compile_fds(fds)?;
     println!("cargo:rerun-if-changed={}", root.display());
     Ok(())

@@ -8,6 +8,7 @@ mod events;
 mod server;
 mod sessions;
 mod stream;
+mod views;
 
 use memex_proto::v1 as pb;
 use memex_store::Access;
@@ -18,6 +19,8 @@ pub struct Fixture {
     pub ns: String,
     pub c: Clients,
     pub session: String,
+    /// `Bearer <token>` of the fixture's key.
+    pub token: String,
 }
 
 pub async fn fixture(srv: &TestServer, ns: &str) -> Fixture {
@@ -39,7 +42,7 @@ pub async fn fixture_with(srv: &TestServer, ns: &str, access: Access) -> Fixture
         .unwrap()
         .into_inner()
         .id;
-    Fixture { ns: ns.into(), c, session }
+    Fixture { ns: ns.into(), c, session, token: format!("Bearer {token}") }
 }
 
 pub fn ev(kind: &str, content: &str) -> pb::EventInput {

@@ -19,6 +19,7 @@ pub struct Config {
     pub auth: AuthConfig,
     pub limits: LimitsConfig,
     pub ingest: IngestConfig,
+    pub views: ViewsConfig,
     /// After a shutdown signal, in-flight RPCs get this long to finish before they are cut off.
     pub shutdown_grace_secs: u64,
     pub log: LogConfig,
@@ -57,6 +58,8 @@ pub struct LimitsConfig {
     pub max_id_bytes: usize,
     /// Deadline applied to RPCs whose client sets none, in seconds (0: none).
     pub default_timeout_secs: u64,
+    /// Largest trace ImportTrace accepts, in bytes.
+    pub max_import_bytes: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -77,6 +80,19 @@ pub struct IngestConfig {
     pub group_commit_max_request_events: usize,
     /// Most events in one shared statement.
     pub group_commit_max_events: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ViewsConfig {
+    /// Memory for compiled sessions (the VCC IR and rendered full views), in bytes.
+    pub cache_bytes: u64,
+}
+
+impl Default for ViewsConfig {
+    fn default() -> Self {
+        ViewsConfig { cache_bytes: 256 * 1024 * 1024 }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -105,6 +121,7 @@ impl Default for Config {
             auth: AuthConfig::default(),
             limits: LimitsConfig::default(),
             ingest: IngestConfig::default(),
+            views: ViewsConfig::default(),
             shutdown_grace_secs: 30,
             log: LogConfig::default(),
         }
@@ -136,6 +153,7 @@ impl Default for LimitsConfig {
             max_batch_events: 10_000,
             max_id_bytes: 256,
             default_timeout_secs: 0,
+            max_import_bytes: 256 * 1024 * 1024,
         }
     }
 }
@@ -170,7 +188,7 @@ pub enum ConfigError {
 
 /// The top-level keys `MEMEX_*` variables may set; other `MEMEX_*` variables (such as the client's
 /// `MEMEX_API_KEY`) are not configuration and are ignored here.
-const SECTIONS: [&str; 7] = ["listen", "database", "auth", "limits", "ingest", "shutdown_grace_secs", "log"];
+const SECTIONS: [&str; 8] = ["listen", "database", "auth", "limits", "ingest", "views", "shutdown_grace_secs", "log"];
 
 impl Config {
     /// Loads the layered configuration. `file` is read if it exists (a missing default file is

@@ -59,6 +59,7 @@ pub fn event(e: Event) -> pb::Event {
         event_time: Some(timestamp(e.event_time)),
         ingest_time: Some(timestamp(e.ingest_time)),
         metadata_json: e.metadata.map(|m| m.to_string()).unwrap_or_default(),
+        lines: None,
     }
 }
 
@@ -73,6 +74,8 @@ pub fn session(s: Session, namespace: &str) -> pb::Session {
         created_at: Some(timestamp(s.created_at)),
         metadata_json: s.metadata.map(|m| m.to_string()).unwrap_or_default(),
         event_count: s.event_count,
+        source_artifact_id: s.source.as_ref().map(|src| src.artifact.to_string()).unwrap_or_default(),
+        source_file_name: s.source.map(|src| src.file_name).unwrap_or_default(),
     }
 }
 
@@ -128,4 +131,27 @@ pub fn ident(field: &str, value: String, max: usize) -> Result<Option<String>, S
         return Err(Status::invalid_argument(format!("{field}: contains control characters")));
     }
     Ok(Some(value))
+}
+
+/// The JSON-lines record of a stored event (the `memex` input format of the views).
+pub fn record(e: Event) -> memex_event::EventRecord {
+    memex_event::EventRecord {
+        id: e.id.to_string(),
+        session_id: e.session_id.to_string(),
+        seq: e.seq,
+        kind: e.kind,
+        agent_id: Some(e.agent_id),
+        task_id: e.task_id,
+        tool_name: e.tool_name,
+        tool_call_id: e.tool_call_id,
+        event_time: Some(e.event_time),
+        ingest_time: Some(e.ingest_time),
+        content: e.content,
+        artifact: e.artifact.map(|a| memex_event::ArtifactRecord {
+            id: a.id.to_string(),
+            size: a.size,
+            media_type: a.media_type,
+        }),
+        metadata: e.metadata,
+    }
 }

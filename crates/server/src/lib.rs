@@ -13,6 +13,7 @@ mod service;
 mod state;
 pub mod status;
 pub mod telemetry;
+pub mod views;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use std::time::Duration;
 use memex_proto::v1::admin_service_server::AdminServiceServer;
 use memex_proto::v1::event_service_server::EventServiceServer;
 use memex_proto::v1::session_service_server::SessionServiceServer;
+use memex_proto::v1::view_service_server::ViewServiceServer;
 use memex_store::{Store, StoreOptions};
 use tokio::net::TcpListener;
 use tonic::transport::Server;
@@ -82,6 +84,7 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Ou
     health_reporter.set_serving::<EventServiceServer<service::events::Events>>().await;
     health_reporter.set_serving::<SessionServiceServer<service::sessions::Sessions>>().await;
     health_reporter.set_serving::<AdminServiceServer<service::admin::Admin>>().await;
+    health_reporter.set_serving::<ViewServiceServer<service::views::Views>>().await;
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(memex_proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -112,6 +115,11 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Ou
         )
         .add_service(
             AdminServiceServer::new(service::admin::Admin::new(state.clone())).max_decoding_message_size(hard_limit),
+        )
+        .add_service(
+            ViewServiceServer::new(service::views::Views::new(state.clone()))
+                .max_decoding_message_size(hard_limit)
+                .max_encoding_message_size(usize::MAX),
         );
 
     let grace = config.shutdown_grace();

@@ -5,6 +5,7 @@ use memex_store::Store;
 use crate::auth::Auth;
 use crate::config::Config;
 use crate::metrics::Metrics;
+use crate::views::Views;
 
 pub struct AppState {
     pub store: Store,
@@ -12,12 +13,15 @@ pub struct AppState {
     pub limits: BatchLimits,
     pub policy: ArtifactPolicy,
     pub max_message_bytes: usize,
+    pub max_import_bytes: usize,
     pub metrics: Metrics,
+    pub views: Views,
 }
 
 impl AppState {
     pub fn new(store: Store, config: &Config) -> AppState {
         AppState {
+            views: Views::new(store.clone(), config.views.cache_bytes),
             auth: Auth::new(
                 store.clone(),
                 config.auth.enabled,
@@ -34,6 +38,7 @@ impl AppState {
                 excerpt_bytes: config.ingest.excerpt_bytes,
             },
             max_message_bytes: config.limits.max_message_bytes,
+            max_import_bytes: config.limits.max_import_bytes,
             metrics: Metrics::new(),
         }
     }

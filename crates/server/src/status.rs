@@ -13,6 +13,7 @@ pub fn store_status(e: &StoreError) -> Status {
         StoreError::Invalid(f) => field_status(f),
         StoreError::NamespaceNotFound(_) => Status::not_found(format!("namespace: {e}")),
         StoreError::SessionNotFound(_) => Status::not_found(format!("session_id: {e}")),
+        StoreError::SessionReadOnly(_) => Status::failed_precondition(format!("session_id: {e}")),
         StoreError::EventNotFound { .. } => Status::not_found(e.to_string()),
         StoreError::ArtifactNotFound(_) => Status::not_found(format!("artifact_id: {e}")),
         StoreError::KeyNotFound(_) => Status::not_found(format!("key_id: {e}")),

@@ -30,7 +30,7 @@ pub struct AppendRequest {
 const APPEND_SQL: &str = r#"
 WITH s AS (
     UPDATE sessions SET next_seq = next_seq + $3
-    WHERE id = $1 AND namespace_id = $2
+    WHERE id = $1 AND namespace_id = $2 AND source_artifact_id IS NULL
     RETURNING next_seq - $3 AS first_seq, agent_id
 ), b AS (
     INSERT INTO append_batches (namespace_id, idempotency_key, session_id, first_seq, event_count, request_hash)
@@ -70,33 +70,16 @@ struct Columns {
     metadata: Vec<Option<serde_json::Value>>,
 }
 
-struct ArtifactColumns {
-    ids: Vec<Vec<u8>>,
-    sizes: Vec<i64>,
-    media_types: Vec<String>,
-    data: Vec<Vec<u8>>,
+/// A batch turned into the statement's column arrays, artifacts compressed, ids assigned.
+pub(crate) struct Prepared {
+    pub(crate) n: usize,
+    cols: Columns,
+    art: ArtifactColumns,
+    artifact_order: Vec<ArtifactId>,
 }
 
-impl Store {
-    /// Appends a validated batch to a session; see the module docs for the guarantees.
-    ///
-    /// Small unkeyed batches without artifacts go through the group committer (one statement and
-    /// one WAL flush for many concurrent appends); the others are written on their own.
-    pub async fn append(&self, req: AppendRequest) -> Result<AppendOutcome> {
-        if !req.batch.external_tool_calls.is_empty() {
-            self.check_tool_calls(&req).await?;
-        }
-        if let Some(group) = &self.group
-            && group.accepts(&req)
-        {
-            return group.submit(req).await;
-        }
-        self.append_direct(req).await
-    }
-
-    /// Appends a batch in a statement of its own.
-    pub(crate) async fn append_direct(&self, req: AppendRequest) -> Result<AppendOutcome> {
-        let AppendRequest { namespace_id, session_id, batch, idempotency_key, fingerprint } = req;
+impl Prepared {
+    pub(crate) async fn new(batch: PreparedBatch) -> Result<Prepared> {
         let n = batch.events.len();
         let mut cols = Columns {
             ids: Vec::with_capacity(n),
@@ -135,11 +118,24 @@ impl Store {
             }
         }
         let art = compress_all(bodies).await?;
-        let result: std::result::Result<Option<(i64, i64)>, sqlx::Error> = sqlx::query_as(APPEND_SQL)
+        Ok(Prepared { n, cols, art, artifact_order })
+    }
+
+    /// Runs the append statement; `None` when no appendable session matched.
+    pub(crate) async fn run<'c, E: sqlx::PgExecutor<'c>>(
+        &self,
+        exec: E,
+        session_id: Uuid,
+        namespace_id: Uuid,
+        idempotency_key: Option<&str>,
+        fingerprint: &[u8; 32],
+    ) -> std::result::Result<Option<(i64, i64)>, sqlx::Error> {
+        let (cols, art) = (&self.cols, &self.art);
+        sqlx::query_as(APPEND_SQL)
             .bind(session_id)
             .bind(namespace_id)
-            .bind(n as i64)
-            .bind(&idempotency_key)
+            .bind(self.n as i64)
+            .bind(idempotency_key)
             .bind(&fingerprint[..])
             .bind(&cols.ids)
             .bind(&cols.kinds)
@@ -155,28 +151,78 @@ impl Store {
             .bind(&art.sizes)
             .bind(&art.media_types)
             .bind(&art.data)
-            .fetch_optional(&self.pool)
-            .await;
+            .fetch_optional(exec)
+            .await
+    }
+
+    pub(crate) fn artifact_order(&self) -> &[ArtifactId] {
+        &self.artifact_order
+    }
+
+    pub(crate) fn outcome(self, session_id: Uuid, first_seq: i64, artifacts: Vec<ArtifactRef>) -> AppendOutcome {
+        let first_seq = first_seq as u64;
+        AppendOutcome {
+            session_id,
+            first_seq,
+            last_seq: first_seq + self.n as u64 - 1,
+            event_ids: self.cols.ids,
+            replayed: false,
+            artifacts,
+        }
+    }
+}
+
+struct ArtifactColumns {
+    ids: Vec<Vec<u8>>,
+    sizes: Vec<i64>,
+    media_types: Vec<String>,
+    data: Vec<Vec<u8>>,
+}
+
+impl Store {
+    /// Appends a validated batch to a session; see the module docs for the guarantees.
+    ///
+    /// Small unkeyed batches without artifacts go through the group committer (one statement and
+    /// one WAL flush for many concurrent appends); the others are written on their own.
+    pub async fn append(&self, req: AppendRequest) -> Result<AppendOutcome> {
+        if !req.batch.external_tool_calls.is_empty() {
+            self.check_tool_calls(&req).await?;
+        }
+        if let Some(group) = &self.group
+            && group.accepts(&req)
+        {
+            return group.submit(req).await;
+        }
+        self.append_direct(req).await
+    }
+
+    /// Appends a batch in a statement of its own.
+    pub(crate) async fn append_direct(&self, req: AppendRequest) -> Result<AppendOutcome> {
+        let AppendRequest { namespace_id, session_id, batch, idempotency_key, fingerprint } = req;
+        let p = Prepared::new(batch).await?;
+        let result = p.run(&self.pool, session_id, namespace_id, idempotency_key.as_deref(), &fingerprint).await;
         let (first_seq, count) = match result {
             Ok(Some(row)) => row,
-            Ok(None) => return Err(StoreError::SessionNotFound(session_id)),
+            Ok(None) => return Err(self.why_not_appendable(namespace_id, session_id).await),
             Err(e) if is_unique_violation(&e, "append_batches_pkey") => {
                 let key = idempotency_key.unwrap_or_default();
                 return self.replay(namespace_id, session_id, &key, &fingerprint).await;
             }
             Err(e) => return Err(e.into()),
         };
-        debug_assert_eq!(count as usize, n);
-        let artifacts = self.artifact_refs(namespace_id, &artifact_order).await?;
-        let first_seq = first_seq as u64;
-        Ok(AppendOutcome {
-            session_id,
-            first_seq,
-            last_seq: first_seq + n as u64 - 1,
-            event_ids: cols.ids,
-            replayed: false,
-            artifacts,
-        })
+        debug_assert_eq!(count as usize, p.n);
+        let artifacts = self.artifact_refs(namespace_id, &p.artifact_order).await?;
+        Ok(p.outcome(session_id, first_seq, artifacts))
+    }
+
+    /// The error for an append whose statement found no appendable session: the session is
+    /// missing (in this namespace), or it is an imported trace, which takes no appends.
+    pub(crate) async fn why_not_appendable(&self, namespace_id: Uuid, session_id: Uuid) -> StoreError {
+        match self.session(namespace_id, session_id).await {
+            Ok(s) if s.source.is_some() => StoreError::SessionReadOnly(session_id),
+            Ok(_) => StoreError::SessionNotFound(session_id), // not reachable: the statement would have matched
+            Err(e) => e,
+        }
     }
 
     /// Every tool result naming a call outside its batch must name a call already in the session.
@@ -254,7 +300,7 @@ impl Store {
     }
 
     /// Stored metadata of the given artifacts, in the given order (duplicates repeated).
-    async fn artifact_refs(&self, namespace_id: Uuid, order: &[ArtifactId]) -> Result<Vec<ArtifactRef>> {
+    pub(crate) async fn artifact_refs(&self, namespace_id: Uuid, order: &[ArtifactId]) -> Result<Vec<ArtifactRef>> {
         if order.is_empty() {
             return Ok(Vec::new());
         }

@@ -12,6 +12,9 @@ pub enum StoreError {
     NamespaceNotFound(String),
     #[error("session {0} does not exist in this namespace")]
     SessionNotFound(Uuid),
+    /// The session is an imported trace: its events come from the raw file and it takes no appends.
+    #[error("session {0} is an imported trace and takes no appends; import a new version instead")]
+    SessionReadOnly(Uuid),
     #[error("{field}: event {id} does not exist in this namespace")]
     EventNotFound { field: String, id: Uuid },
     #[error("artifact {0} does not exist in this namespace")]

@@ -111,6 +111,7 @@ WITH d AS (
     UPDATE sessions SET next_seq = sessions.next_seq + d.n
     FROM d
     WHERE sessions.id = d.session_id AND sessions.namespace_id = d.namespace_id
+      AND sessions.source_artifact_id IS NULL
     RETURNING sessions.id, sessions.next_seq - d.n AS first_seq, sessions.agent_id
 ), e AS (
     INSERT INTO events (session_id, seq, id, namespace_id, kind, agent_id, task_id, tool_name,
@@ -205,7 +206,7 @@ async fn commit(store: &Store, group: Vec<Pending>) {
                             artifacts: Vec::new(),
                         })
                     }
-                    None => Err(StoreError::SessionNotFound(slot.session)),
+                    None => Err(store.why_not_appendable(p.req.namespace_id, slot.session).await),
                 };
                 let _ = p.reply.send(answer);
             }

@@ -12,6 +12,7 @@ mod append;
 mod artifacts;
 mod error;
 mod group;
+mod import;
 mod keys;
 mod model;
 mod namespaces;
@@ -27,8 +28,9 @@ pub use append::AppendRequest;
 pub use artifacts::Artifact;
 pub use error::StoreError;
 pub use group::GroupCommitOptions;
+pub use import::ImportRequest;
 pub use keys::{Access, ApiKey, NewApiKey, token_hash};
-pub use model::{AppendOutcome, ArtifactRef, Event, Namespace, Session};
+pub use model::{AppendOutcome, ArtifactRef, Event, Namespace, Session, SessionSource};
 pub use read::{EventPage, SeqRange, seq_page_token};
 pub use sessions::{NewSession, SessionFilter, SessionPage};
 

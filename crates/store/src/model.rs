@@ -22,6 +22,15 @@ pub struct Session {
     pub created_at: DateTime<Utc>,
     /// Number of events, which is also the seq of the last one.
     pub event_count: u64,
+    /// For an imported trace: the raw file, kept as an artifact, and its name.
+    pub source: Option<SessionSource>,
+}
+
+/// Where an imported session's events came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionSource {
+    pub artifact: ArtifactId,
+    pub file_name: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -135,3 +135,25 @@ fn parse_seq_token(token: &str) -> Result<u64> {
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| FieldError::new("page_token", "is not a token this server issued").into())
 }
+
+impl Store {
+    /// For an imported session: the input line of the trace record each event came from
+    /// (`metadata.source_line`, set at import), for the given seqs.
+    pub async fn event_source_lines(
+        &self,
+        namespace_id: Uuid,
+        session_id: Uuid,
+        seqs: &[i64],
+    ) -> Result<Vec<(u64, u32)>> {
+        let rows: Vec<(i64, Option<i32>)> = sqlx::query_as(
+            "SELECT seq, (metadata->>'source_line')::int4 FROM events
+             WHERE session_id = $1 AND namespace_id = $2 AND seq = ANY($3)",
+        )
+        .bind(session_id)
+        .bind(namespace_id)
+        .bind(seqs)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().filter_map(|(seq, line)| Some((seq as u64, u32::try_from(line?).ok()?))).collect())
+    }
+}

@@ -30,13 +30,28 @@ pub struct SessionPage {
     pub next_page_token: Option<String>,
 }
 
-type SessionRow =
-    (Uuid, Uuid, String, Option<Uuid>, Option<String>, String, Option<serde_json::Value>, DateTime<Utc>, i64);
+pub(crate) type SessionRow = (
+    Uuid,
+    Uuid,
+    String,
+    Option<Uuid>,
+    Option<String>,
+    String,
+    Option<serde_json::Value>,
+    DateTime<Utc>,
+    i64,
+    Option<Vec<u8>>,
+    Option<String>,
+);
 
-const SESSION_COLUMNS: &str =
-    "id, namespace_id, agent_id, parent_session_id, task_id, source_format, metadata, created_at, next_seq - 1";
+pub(crate) const SESSION_COLUMNS: &str = "id, namespace_id, agent_id, parent_session_id, task_id, source_format, \
+     metadata, created_at, next_seq - 1, source_artifact_id, source_file_name";
 
-fn session_from_row(r: SessionRow) -> Session {
+pub(crate) fn session_from_row(r: SessionRow) -> Session {
+    let source = match (r.9.as_deref().and_then(memex_event::ArtifactId::from_slice), r.10) {
+        (Some(artifact), Some(file_name)) => Some(crate::SessionSource { artifact, file_name }),
+        _ => None,
+    };
     Session {
         id: r.0,
         namespace_id: r.1,
@@ -47,6 +62,7 @@ fn session_from_row(r: SessionRow) -> Session {
         metadata: r.6,
         created_at: r.7,
         event_count: u64::try_from(r.8).unwrap_or(0),
+        source,
     }
 }
 

@@ -96,12 +96,14 @@ impl RecConsumer for Assembler {
             RecBody::Assistant { id, content } => {
                 let continues = id.truthy() && self.active_id.as_ref() == Some(&id);
                 if continues && let Some(chain) = self.current.as_mut() {
+                    chain.at_line(rec.line);
                     chain.stats.add_tool_uses(rec.stats.tool_uses);
                     chain.assistant_chunk(&content, d);
                     return;
                 }
                 self.close_active();
                 let chain = self.chain();
+                chain.at_line(rec.line);
                 chain.stats.add(&rec.stats);
                 chain.open_assistant(ts);
                 chain.assistant_chunk(&content, d);
@@ -118,6 +120,7 @@ impl RecConsumer for Assembler {
             body => {
                 self.close_active();
                 let chain = self.chain();
+                chain.at_line(rec.line);
                 chain.stats.add(&rec.stats);
                 match body {
                     RecBody::System(content) => chain.system(&content, ts, d),

@@ -213,11 +213,18 @@ pub struct Block {
     pub(crate) body_start: u32,
     /// The closing delimiter, or the last body line.
     pub(crate) last_line: u32,
+    /// 1-based input line of the record the block came from (for the `memex` format: the
+    /// position of the event in the export, which is its seq when the export starts at seq 1).
+    pub(crate) source_line: u32,
 }
 
 impl Block {
     pub fn kind(&self) -> &BlockKind {
         &self.kind
+    }
+    /// 1-based input line of the record this block came from.
+    pub fn source_line(&self) -> u32 {
+        self.source_line
     }
     /// Index of the section this block belongs to.
     pub fn section(&self) -> usize {

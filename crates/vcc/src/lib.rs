@@ -78,7 +78,8 @@ pub use lower::{
     AdaptiveView, TransposedEntry, UiOptions, UiPointer, UiPointerKind, UiView, short_name, transposed_view,
 };
 pub use predicate::{
-    Candidate, Hit, LineMatcher, Lines, Literal, Match, PatternError, Predicate, PyRegex, RoleFilter, Terms,
+    Candidate, Hit, LineMatcher, Lines, Literal, Match, PatternError, Predicate, PredicateSpec, PyRegex, RoleFilter,
+    Terms,
 };
 
 /// Counts words the way the reference's summary lines do (non-whitespace tokens).

@@ -228,3 +228,43 @@ mod tests {
         assert!(matches!(PyRegex::new("(unclosed"), Err(PatternError::Invalid(_))));
     }
 }
+
+/// A predicate described as data — what the CLI flags and the `CompileView` RPC both say — and
+/// built in one place so both search the same way.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PredicateSpec {
+    /// Python-style regex (`--grep`); an empty pattern means no search, as in VCC.py.
+    pub regex: Option<String>,
+    pub literal: Option<String>,
+    pub terms: Vec<String>,
+    /// Terms must all match (default: any).
+    pub all_terms: bool,
+    /// For `literal` and `terms`.
+    pub ignore_case: bool,
+    /// Keep only blocks of these roles (default: all).
+    pub roles: Vec<String>,
+}
+
+impl PredicateSpec {
+    /// The predicate, or `None` when the spec asks for no search.
+    pub fn build(&self) -> Result<Option<Box<dyn Predicate>>, PatternError> {
+        let base: Box<dyn Predicate> = if let Some(pattern) = self.regex.as_ref().filter(|p| !p.is_empty()) {
+            Box::new(Lines(PyRegex::new(pattern)?))
+        } else if let Some(text) = &self.literal {
+            Box::new(Lines(Literal::new(text, self.ignore_case)?))
+        } else if !self.terms.is_empty() {
+            let terms = self
+                .terms
+                .iter()
+                .map(|t| Literal::new(t, self.ignore_case).map(|l| Box::new(l) as Box<dyn LineMatcher>))
+                .collect::<Result<Vec<_>, _>>()?;
+            Box::new(Terms { terms, mode: if self.all_terms { Match::All } else { Match::Any } })
+        } else {
+            return Ok(None);
+        };
+        if self.roles.is_empty() {
+            return Ok(Some(base));
+        }
+        Ok(Some(Box::new(RoleFilter { roles: self.roles.clone(), inner: base })))
+    }
+}

@@ -140,3 +140,35 @@ fn line_lookup_serves_pointers() {
     assert!(lines.iter().all(|l| l.node_type.as_deref() == Some("tool_call")));
     assert!(trace.size_bytes() > 1000);
 }
+
+#[test]
+fn blocks_remember_the_input_line_they_came_from() {
+    let events = [
+        r#"{"session_id":"s","seq":1,"kind":"user_message","content":"hello"}"#,
+        r#"{"session_id":"s","seq":2,"kind":"tool_call","tool_name":"Bash","tool_call_id":"c1","content":"{\"command\":\"ls\"}"}"#,
+        r#"{"session_id":"s","seq":3,"kind":"tool_result","tool_call_id":"c1","content":"a\nb"}"#,
+        r#"{"session_id":"s","seq":4,"kind":"assistant_message","content":"done"}"#,
+    ]
+    .join("\n");
+    let trace = auto(events.as_bytes());
+    let chain = &trace.chains()[0];
+    let lines: Vec<u32> = chain.blocks().iter().map(|b| b.source_line()).collect();
+    assert_eq!(lines, vec![1, 2, 3, 4]);
+    // Claude records: every block points at a user, assistant or system record.
+    let bytes = fixture("claude-code", "spotter__short.jsonl");
+    let text = String::from_utf8(bytes.clone()).unwrap();
+    let records: Vec<&str> = text.lines().collect();
+    let trace = auto(&bytes);
+    for chain in trace.chains() {
+        for b in chain.blocks() {
+            let rec = records[(b.source_line() - 1) as usize];
+            assert!(
+                rec.contains(r#""type":"user""#)
+                    || rec.contains(r#""type":"assistant""#)
+                    || rec.contains(r#""type":"system""#),
+                "block from line {} is not from a rendered record",
+                b.source_line()
+            );
+        }
+    }
+}

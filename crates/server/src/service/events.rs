@@ -62,6 +62,26 @@ impl AppState {
         Ok(Unit { session_id: sid, batch, key, fingerprint })
     }
 
+    /// Fills each event's full-view lines, one compiled view per session involved.
+    async fn add_lines(&self, ns: &Namespace, events: &mut [pb::Event]) -> Result<(), Status> {
+        let mut by_session: std::collections::BTreeMap<String, Vec<u64>> = std::collections::BTreeMap::new();
+        for e in events.iter() {
+            by_session.entry(e.session_id.clone()).or_default().push(e.seq);
+        }
+        for (session, seqs) in by_session {
+            let id = parse_uuid("session_id", &session)?;
+            let lines = self.views.event_lines(ns, id, &seqs).await?;
+            for e in events.iter_mut().filter(|e| e.session_id == session) {
+                e.lines = lines.get(&e.seq).map(|l| pb::FullViewLines {
+                    chain: l.chain,
+                    first_line: l.first_line,
+                    last_line: l.last_line,
+                });
+            }
+        }
+        Ok(())
+    }
+
     async fn commit(&self, ns: &Namespace, unit: Unit) -> Result<AppendOutcome, Status> {
         let events = unit.batch.events.len() as u64;
         let artifact_bytes: u64 =
@@ -163,10 +183,11 @@ impl EventService for Events {
                     .map(|(i, id)| parse_uuid(&format!("event_ids[{i}]"), id))
                     .collect::<Result<Vec<_>, _>>()?;
                 let events = st.store.events_by_ids(ns.id, &ids).await.map_err(|e| store_status(&e))?;
-                Ok(Response::new(pb::GetEventsResponse {
-                    events: events.into_iter().map(convert::event).collect(),
-                    next_page_token: String::new(),
-                }))
+                let mut events: Vec<pb::Event> = events.into_iter().map(convert::event).collect();
+                if r.with_lines {
+                    st.add_lines(&ns, &mut events).await?;
+                }
+                Ok(Response::new(pb::GetEventsResponse { events, next_page_token: String::new() }))
             }
             (true, false) => {
                 let session_id = parse_uuid("session_id", &r.session_id)?;
@@ -194,6 +215,9 @@ impl EventService for Events {
                 }) {
                     next = Some(memex_store::seq_page_token(events[cut].seq));
                     events.truncate(cut);
+                }
+                if r.with_lines {
+                    st.add_lines(&ns, &mut events).await?;
                 }
                 Ok(Response::new(pb::GetEventsResponse { events, next_page_token: next.unwrap_or_default() }))
             }

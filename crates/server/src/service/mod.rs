@@ -3,3 +3,4 @@
 pub mod admin;
 pub mod events;
 pub mod sessions;
+pub mod views;

@@ -88,7 +88,15 @@ fn finish_block(b: PendingBlock, media_names: &[String], media: &[PendingMedia],
         PendingBody::Media(i) => Body::Line(media_label(media[i].kind, &media_names[i])),
         PendingBody::ToolParts(parts) => Body::Lines(join_parts(parts, media_names, media, read)),
     };
-    Block { kind: b.kind, body, section: b.section, first_line: 0, body_start: 0, last_line: 0 }
+    Block {
+        kind: b.kind,
+        body,
+        section: b.section,
+        first_line: 0,
+        body_start: 0,
+        last_line: 0,
+        source_line: b.source_line,
+    }
 }
 
 fn media_label(kind: MediaKind, name: &str) -> String {

@@ -60,6 +60,8 @@ struct PendingBlock {
     body: PendingBody,
     section: u32,
     tool_id_key: Option<String>,
+    /// Input line of the record the block came from.
+    source_line: u32,
 }
 
 #[derive(Debug)]
@@ -87,6 +89,8 @@ pub(crate) struct ChainBuilder {
     tool_names: HashMap<String, String>,
     open: Option<OpenAssistant>,
     pub stats: ChainStats,
+    /// Input line of the record being parsed; stamped on every block it produces.
+    source_line: u32,
 }
 
 impl ChainBuilder {
@@ -98,7 +102,13 @@ impl ChainBuilder {
             tool_names: HashMap::new(),
             open: None,
             stats: ChainStats::default(),
+            source_line: 0,
         }
+    }
+
+    /// Sets the input line of the record about to be parsed.
+    pub fn at_line(&mut self, line: u32) {
+        self.source_line = line;
     }
 
     fn section_index(&self) -> u32 {
@@ -116,7 +126,7 @@ impl ChainBuilder {
 
     fn push_block(&mut self, kind: BlockKind, body: PendingBody) {
         let section = self.section_index();
-        self.blocks.push(PendingBlock { kind, body, section, tool_id_key: None });
+        self.blocks.push(PendingBlock { kind, body, section, tool_id_key: None, source_line: self.source_line });
     }
 
     /// A system record: `[system]` with a string or block list (skipped if falsy).

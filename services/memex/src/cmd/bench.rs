@@ -15,6 +15,22 @@ use super::serve::{ConfigArgs, load};
 pub enum BenchCommand {
     /// Ingest throughput and latency.
     Ingest(IngestArgs),
+    /// CompileView and ReadLines latency over an imported trace (cold compile, then cached).
+    View(ViewBenchArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ViewBenchArgs {
+    /// The trace to import (Claude Code JSONL, Codex, Gemini or memex events).
+    #[arg(long)]
+    pub trace: std::path::PathBuf,
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Concurrent clients.
+    #[arg(long, default_value_t = 4)]
+    pub clients: usize,
+    #[arg(long, default_value_t = 5.0)]
+    pub seconds: f64,
 }
 
 #[derive(clap::Args, Debug)]
@@ -63,6 +79,7 @@ pub struct IngestArgs {
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Ingest(args) => ingest(args).await,
+        BenchCommand::View(args) => super::bench_view::run(args).await,
     }
 }
 
@@ -200,7 +217,7 @@ async fn ingest(args: IngestArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn round(x: f64) -> f64 {
+pub(super) fn round(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
@@ -250,7 +267,7 @@ async fn new_sessions(c: &Clients, namespace: &str, n: usize) -> anyhow::Result<
 }
 
 /// Starts a server in-process on 127.0.0.1:0 with auth off, in a fresh namespace.
-async fn start_server(config: &ConfigArgs) -> anyhow::Result<(Conn, tokio::sync::oneshot::Sender<()>)> {
+pub(super) async fn start_server(config: &ConfigArgs) -> anyhow::Result<(Conn, tokio::sync::oneshot::Sender<()>)> {
     let mut config = load(config, None)?;
     config.auth.enabled = false;
     config.log.filter = "warn".into();

@@ -326,3 +326,52 @@ pub async fn artifact(args: ArtifactArgs) -> anyhow::Result<()> {
     out.flush()?;
     Ok(())
 }
+
+#[derive(clap::Args, Debug)]
+pub struct ImportArgs {
+    #[command(flatten)]
+    pub conn: Conn,
+    /// The trace file (Claude Code JSONL, Codex rollout, Gemini CLI session JSON, memex events).
+    pub file: PathBuf,
+    /// The agent that produced it.
+    #[arg(long, default_value = "imported")]
+    pub agent: String,
+    /// auto, claude, codex, gemini or memex.
+    #[arg(long, default_value = "auto")]
+    pub input_format: String,
+    #[arg(long)]
+    pub task: Option<String>,
+    /// Refuse the trace at its first malformed line.
+    #[arg(long)]
+    pub strict: bool,
+}
+
+/// `memex import`: upload a trace; prints the new session id (diagnostics on stderr).
+pub async fn import(args: ImportArgs) -> anyhow::Result<()> {
+    let raw = std::fs::read(&args.file).with_context(|| format!("cannot read {}", args.file.display()))?;
+    let channel = Channel::from_shared(args.conn.endpoint.clone())
+        .context("bad --endpoint")?
+        .connect()
+        .await
+        .with_context(|| format!("cannot connect to {}", args.conn.endpoint))?;
+    let mut views =
+        memex_proto::v1::view_service_client::ViewServiceClient::with_interceptor(channel, args.conn.bearer()?);
+    let file_name = args.file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut msgs = vec![pb::ImportTraceRequest {
+        namespace: args.conn.namespace.clone(),
+        agent_id: args.agent,
+        file_name: file_name.clone(),
+        input_format: args.input_format,
+        task_id: args.task.unwrap_or_default(),
+        strict: args.strict,
+        ..Default::default()
+    }];
+    msgs.extend(raw.chunks(1 << 20).map(|c| pb::ImportTraceRequest { chunk: c.to_vec(), ..Default::default() }));
+    let r = views.import_trace(tokio_stream::iter(msgs)).await?.into_inner();
+    for d in &r.diagnostics {
+        eprintln!("{file_name}:{}:{}: {}", d.line, d.col, d.message);
+    }
+    eprintln!("imported {} events ({} format, {} chain(s))", r.events, r.format, r.chains);
+    println!("{}", r.session.map(|s| s.id).unwrap_or_default());
+    Ok(())
+}

@@ -1,5 +1,6 @@
 pub mod admin;
 pub mod bench;
+mod bench_view;
 pub mod client;
 pub mod serve;
 pub mod view;

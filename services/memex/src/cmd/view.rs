@@ -10,9 +10,8 @@
 use anyhow::Context as _;
 use clap::{Parser, ValueEnum};
 use memex_vcc::{
-    Chain, ChainViews, CompileError, CompileOptions, CompiledTrace, Compiler, InputFormat, Lines, Literal, Match,
-    Predicate, PyRegex, ReadyChain, RoleFilter, Terms, TransposedEntry, UiOptions, ViewOptions, manifest,
-    transposed_view,
+    Chain, ChainViews, CompileError, CompileOptions, CompiledTrace, Compiler, InputFormat, Predicate, ReadyChain,
+    TransposedEntry, UiOptions, ViewOptions, manifest, transposed_view,
 };
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -152,31 +151,18 @@ fn rewrite_tu(arg: OsString) -> OsString {
 }
 
 fn build_predicate(cli: &ViewCli) -> Result<Option<Box<dyn Predicate>>, String> {
-    // VCC.py: `re.compile(grep) if grep else None` — an empty pattern means no search.
-    let base: Box<dyn Predicate> = if let Some(pattern) = cli.grep.as_ref().filter(|p| !p.is_empty()) {
-        let re = PyRegex::new(pattern).map_err(|e| format!("invalid regex for --grep: {e}"))?;
-        Box::new(Lines(re))
-    } else if let Some(text) = &cli.literal {
-        Box::new(Lines(Literal::new(text, cli.ignore_case).map_err(|e| e.to_string())?))
-    } else if !cli.terms.is_empty() {
-        let terms = cli
-            .terms
-            .iter()
-            .map(|t| Literal::new(t, cli.ignore_case).map(|l| Box::new(l) as Box<dyn memex_vcc::LineMatcher>))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| e.to_string())?;
-        let mode = match cli.match_mode {
-            MatchMode::Any => Match::Any,
-            MatchMode::All => Match::All,
-        };
-        Box::new(Terms { terms, mode })
-    } else {
-        return Ok(None);
+    let spec = memex_vcc::PredicateSpec {
+        regex: cli.grep.clone(),
+        literal: cli.literal.clone(),
+        terms: cli.terms.clone(),
+        all_terms: matches!(cli.match_mode, MatchMode::All),
+        ignore_case: cli.ignore_case,
+        roles: cli.roles.clone(),
     };
-    if cli.roles.is_empty() {
-        return Ok(Some(base));
-    }
-    Ok(Some(Box::new(RoleFilter { roles: cli.roles.clone(), inner: base })))
+    spec.build().map_err(|e| match &cli.grep {
+        Some(p) if !p.is_empty() => format!("invalid regex for --grep: {e}"),
+        _ => e.to_string(),
+    })
 }
 
 /// One invocation: inputs in order, the transposed view and JSON gathered for the end.

@@ -1,0 +1,308 @@
+//! ViewService: imports give the CLI's bytes, views of appended events, pointers that resolve.
+use std::path::PathBuf;
+
+use memex_proto::v1 as pb;
+use memex_tests::server_or_skip;
+
+use crate::{assert_status, call, ev, fixture, result};
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../crates/vcc/tests/fixtures")
+}
+
+fn trace(name: &str) -> Vec<u8> {
+    std::fs::read(fixtures().join("traces/claude-code").join(name)).unwrap()
+}
+
+fn golden(trace: &str, mode: &str, file: &str) -> Vec<u8> {
+    std::fs::read(fixtures().join("golden").join(trace).join(mode).join(file)).unwrap()
+}
+
+async fn import(
+    f: &mut crate::Fixture,
+    file_name: &str,
+    bytes: &[u8],
+    strict: bool,
+) -> Result<pb::ImportTraceResponse, tonic::Status> {
+    // Uneven chunks, to show the upload is reassembled exactly.
+    let mut msgs = vec![pb::ImportTraceRequest {
+        namespace: f.ns.clone(),
+        agent_id: "claude-code".into(),
+        file_name: file_name.into(),
+        strict,
+        ..Default::default()
+    }];
+    for chunk in bytes.chunks(7_919) {
+        msgs.push(pb::ImportTraceRequest { chunk: chunk.to_vec(), ..Default::default() });
+    }
+    let mut views = pb::view_service_client::ViewServiceClient::new(f.c.channel.clone());
+    let mut req = tonic::Request::new(tokio_stream::iter(msgs));
+    req.metadata_mut().insert("authorization", f.token.parse().unwrap());
+    views.import_trace(req).await.map(|r| r.into_inner())
+}
+
+async fn view(f: &crate::Fixture, req: pb::CompileViewRequest) -> Result<(pb::ViewInfo, Vec<u8>), tonic::Status> {
+    let mut views = pb::view_service_client::ViewServiceClient::new(f.c.channel.clone());
+    let mut r = tonic::Request::new(req);
+    r.metadata_mut().insert("authorization", f.token.parse().unwrap());
+    let mut stream = views.compile_view(r).await?.into_inner();
+    let mut info = None;
+    let mut text = Vec::new();
+    while let Some(chunk) = stream.message().await? {
+        if chunk.info.is_some() {
+            info = chunk.info;
+        }
+        text.extend_from_slice(&chunk.text);
+    }
+    Ok((info.expect("first chunk has the info"), text))
+}
+
+async fn read_lines(f: &crate::Fixture, req: pb::ReadLinesRequest) -> Result<pb::ReadLinesResponse, tonic::Status> {
+    let mut views = pb::view_service_client::ViewServiceClient::new(f.c.channel.clone());
+    let mut r = tonic::Request::new(req);
+    r.metadata_mut().insert("authorization", f.token.parse().unwrap());
+    views.read_lines(r).await.map(|r| r.into_inner())
+}
+
+fn req(f: &crate::Fixture, session: &str, view: pb::ViewKind) -> pb::CompileViewRequest {
+    pb::CompileViewRequest {
+        namespace: f.ns.clone(),
+        session_id: session.into(),
+        view: view as i32,
+        ..Default::default()
+    }
+}
+
+fn grep(pattern: &str) -> Option<pb::Predicate> {
+    Some(pb::Predicate { regex: pattern.into(), ..Default::default() })
+}
+
+#[tokio::test]
+async fn an_imported_trace_serves_the_same_bytes_as_memex_view() {
+    let srv = server_or_skip!();
+    let mut f = fixture(&srv, "import").await;
+    let name = "spotter__short";
+    let raw = trace(&format!("{name}.jsonl"));
+    let imported = import(&mut f, &format!("{name}.jsonl"), &raw, false).await.unwrap();
+    assert_eq!(imported.format, "claude");
+    assert!(imported.events > 5, "{} events", imported.events);
+    assert_eq!(imported.chains, 1);
+    let session = imported.session.unwrap();
+    assert_eq!(session.source_format, "claude");
+    assert_eq!(session.event_count, imported.events);
+    // The raw file is kept byte for byte.
+    let (_, bytes) = f.artifact(&imported.raw.unwrap().id).await.unwrap();
+    assert!(bytes == raw);
+
+    let (info, full) = view(&f, req(&f, &session.id, pb::ViewKind::Full)).await.unwrap();
+    assert_eq!(info.file_name, format!("{name}.txt"));
+    assert!(full == golden(name, "compile", &format!("{name}.txt")), "full view differs from the golden");
+    let (_, ui) = view(&f, req(&f, &session.id, pb::ViewKind::Ui)).await.unwrap();
+    assert!(ui == golden(name, "compile", &format!("{name}.min.txt")), "UI view differs");
+    let mut adaptive = req(&f, &session.id, pb::ViewKind::Adaptive);
+    adaptive.predicate = grep("error");
+    let (_, text) = view(&f, adaptive.clone()).await.unwrap();
+    assert!(text == golden(name, "grep-error", &format!("{name}.view.txt")), "adaptive view differs");
+    adaptive.view = pb::ViewKind::Index as i32;
+    let (_, text) = view(&f, adaptive).await.unwrap();
+    assert!(
+        text == golden(name, "grep-error", "stdout.txt"),
+        "index view differs:\n{}",
+        String::from_utf8_lossy(&text)
+    );
+    // Served again from the cache: identical.
+    let (_, again) = view(&f, req(&f, &session.id, pb::ViewKind::Full)).await.unwrap();
+    assert_eq!(again, full);
+
+    // Every imported event with lines points at lines that hold its text (record granularity).
+    let events =
+        f.c.events
+            .get_events(pb::GetEventsRequest {
+                namespace: f.ns.clone(),
+                session_id: session.id.clone(),
+                with_lines: true,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .events;
+    let full_text = String::from_utf8(full.clone()).unwrap();
+    let full_lines: Vec<&str> = full_text.split('\n').collect();
+    let mut checked = 0;
+    for e in events.iter().filter(|e| e.kind == "user_message" || e.kind == "assistant_message") {
+        let l = e.lines.unwrap_or_else(|| panic!("event {} ({}) has lines", e.seq, e.kind));
+        let span = full_lines[(l.first_line - 1) as usize..l.last_line as usize].join("\n");
+        let first = e.content.lines().find(|t| !t.trim().is_empty()).unwrap_or_default();
+        assert!(span.contains(first.trim()), "event {} text {first:?} not in lines {l:?}", e.seq);
+        checked += 1;
+    }
+    assert!(checked >= 3);
+
+    // An imported trace takes no appends.
+    let mut append = f.append_req(vec![ev("note", "late")], "");
+    append.session_id = session.id.clone();
+    assert_status(f.c.events.append_events(append).await, tonic::Code::FailedPrecondition, "imported");
+}
+
+#[tokio::test]
+async fn every_chain_of_a_compacted_trace_is_served() {
+    let srv = server_or_skip!();
+    let mut f = fixture(&srv, "chains").await;
+    let name = "spotter__4d5611e5-241a-462a-8d15-5122611a9569";
+    let imported = import(&mut f, &format!("{name}.jsonl"), &trace(&format!("{name}.jsonl")), false).await.unwrap();
+    assert_eq!(imported.chains, 2);
+    let session = imported.session.unwrap().id;
+    for chain in 1..=2u32 {
+        let mut r = req(&f, &session, pb::ViewKind::Full);
+        r.chain = chain;
+        let (info, text) = view(&f, r.clone()).await.unwrap();
+        assert_eq!(info.chains, 2);
+        assert!(text == golden(name, "compile", &format!("{name}_{chain}.txt")), "chain {chain} full view differs");
+        r.view = pb::ViewKind::Ui as i32;
+        let (_, text) = view(&f, r).await.unwrap();
+        assert!(text == golden(name, "compile", &format!("{name}_{chain}.min.txt")), "chain {chain} UI differs");
+    }
+    let mut r = req(&f, &session, pb::ViewKind::Full);
+    r.chain = 3;
+    assert_status(view(&f, r).await, tonic::Code::InvalidArgument, "chain");
+}
+
+#[tokio::test]
+async fn a_malformed_line_is_a_diagnostic_unless_strict() {
+    let srv = server_or_skip!();
+    let mut f = fixture(&srv, "malformed").await;
+    let raw = trace("entire__37995ebed6e4-2.jsonl");
+    let imported = import(&mut f, "entire__37995ebed6e4-2.jsonl", &raw, false).await.unwrap();
+    assert!(imported.diagnostic_count >= 1);
+    let d = &imported.diagnostics[0];
+    assert_eq!(d.line, 128);
+    assert!(d.message.contains("invalid JSON"), "{d:?}");
+    assert!(imported.events > 100, "the rest of the file was imported");
+    let strict = import(&mut f, "entire__37995ebed6e4-2.jsonl", &raw, true).await;
+    assert_status(strict, tonic::Code::InvalidArgument, "128");
+    let sessions =
+        f.c.sessions
+            .list_sessions(pb::ListSessionsRequest { namespace: f.ns.clone(), ..Default::default() })
+            .await
+            .unwrap()
+            .into_inner();
+    assert_eq!(sessions.sessions.len(), 2, "the fixture's session and the lenient import; the strict one left nothing");
+}
+
+#[tokio::test]
+async fn appended_events_have_a_view_whose_earlier_lines_never_change() {
+    let srv = server_or_skip!();
+    let mut f = fixture(&srv, "native").await;
+    f.append(vec![
+        ev("user_message", "Find the failing test"),
+        call("c1"),
+        result("c1", "test a ... FAILED\nerror: boom"),
+    ])
+    .await
+    .unwrap();
+    let (info1, v1) = view(&f, req(&f, &f.session, pb::ViewKind::Full)).await.unwrap();
+    assert_eq!(info1.version, 3);
+    assert_eq!(info1.file_name, format!("{}.txt", f.session));
+    // The same bytes as compiling the session's events (what `memex events` prints).
+    let jsonl: String = f
+        .all_events()
+        .await
+        .into_iter()
+        .map(|e| {
+            let rec = memex_event::EventRecord {
+                id: e.id,
+                session_id: e.session_id,
+                seq: e.seq,
+                kind: e.kind,
+                agent_id: Some(e.agent_id),
+                task_id: (!e.task_id.is_empty()).then_some(e.task_id),
+                tool_name: (!e.tool_name.is_empty()).then_some(e.tool_name),
+                tool_call_id: (!e.tool_call_id.is_empty()).then_some(e.tool_call_id),
+                event_time: e.event_time.and_then(|t| chrono::DateTime::from_timestamp(t.seconds, t.nanos as u32)),
+                ingest_time: e.ingest_time.and_then(|t| chrono::DateTime::from_timestamp(t.seconds, t.nanos as u32)),
+                content: e.content,
+                artifact: None,
+                metadata: None,
+            };
+            rec.to_json_line() + "\n"
+        })
+        .collect();
+    let local = memex_vcc::compile_trace(jsonl.as_bytes(), &f.session, memex_vcc::CompileOptions::default()).unwrap();
+    assert_eq!(String::from_utf8(v1.clone()).unwrap(), local.chains()[0].full_view());
+
+    f.append(vec![ev("assistant_message", "Fixed it."), ev("decision", "Keep the retry")]).await.unwrap();
+    let (info2, v2) = view(&f, req(&f, &f.session, pb::ViewKind::Full)).await.unwrap();
+    assert_eq!(info2.version, 5);
+    let old: Vec<&str> = std::str::from_utf8(&v1).unwrap().lines().collect();
+    let new: Vec<&str> = std::str::from_utf8(&v2).unwrap().lines().collect();
+    // Every line before the last section of the old view is unchanged.
+    let last_section = old.iter().rposition(|l| l.starts_with('[')).unwrap();
+    assert_eq!(&new[..last_section], &old[..last_section]);
+    assert!(new.len() > old.len());
+
+    // Pointers resolve: the tool result's body, by pointer string, with context.
+    let n = new.iter().position(|l| *l == "error: boom").unwrap() as u32 + 1;
+    let lines = read_lines(
+        &f,
+        pb::ReadLinesRequest {
+            namespace: f.ns.clone(),
+            pointer: format!("{}:{n}-{n}", f.session),
+            context: 1,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(lines.lines.len(), 3);
+    assert_eq!(lines.lines[1].number, n);
+    assert_eq!(lines.lines[1].text, "error: boom");
+    assert_eq!(lines.lines[1].role, "tool");
+    assert_eq!(lines.lines[1].kind, "body");
+    assert!(lines.lines[1].block >= 0);
+    // The reference joins lines with "\n", so the trailing newline ends an empty last line.
+    assert_eq!(lines.full_lines as usize, std::str::from_utf8(&v2).unwrap().split('\n').count());
+    // Each event knows its lines: the result's range holds its body.
+    let with_lines =
+        f.c.events
+            .get_events(pb::GetEventsRequest {
+                namespace: f.ns.clone(),
+                session_id: f.session.clone(),
+                with_lines: true,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .events;
+    let result_lines = with_lines[2].lines.unwrap();
+    assert!(result_lines.first_line <= n && n <= result_lines.last_line, "{result_lines:?} should hold line {n}");
+    let mut previous_end = 0;
+    for e in &with_lines {
+        let l = e.lines.unwrap_or_else(|| panic!("event {} has lines", e.seq));
+        assert!(l.first_line > previous_end, "events occupy increasing, disjoint ranges");
+        previous_end = l.last_line;
+    }
+    for bad in ["nonsense", &format!("{}:5", f.session), &format!("{}:9-2", f.session)] {
+        let r = read_lines(
+            &f,
+            pb::ReadLinesRequest { namespace: f.ns.clone(), pointer: bad.to_string(), ..Default::default() },
+        )
+        .await;
+        assert_eq!(r.expect_err(bad).code(), tonic::Code::InvalidArgument);
+    }
+    let missing = read_lines(
+        &f,
+        pb::ReadLinesRequest {
+            namespace: f.ns.clone(),
+            pointer: format!("{}:1-2", uuid::Uuid::now_v7()),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_status(missing, tonic::Code::NotFound, "session_id");
+    let mut r = req(&f, &f.session, pb::ViewKind::Adaptive);
+    assert_status(view(&f, r.clone()).await, tonic::Code::InvalidArgument, "predicate");
+    r.predicate = Some(pb::Predicate { regex: "(?<=x)".into(), ..Default::default() });
+    assert_status(view(&f, r).await, tonic::Code::InvalidArgument, "predicate");
+}
