@@ -10,6 +10,7 @@ pub mod config;
 mod convert;
 pub mod metrics;
 mod service;
+pub mod search;
 mod state;
 pub mod status;
 pub mod telemetry;
@@ -20,6 +21,7 @@ use std::time::Duration;
 
 use memex_proto::v1::admin_service_server::AdminServiceServer;
 use memex_proto::v1::event_service_server::EventServiceServer;
+use memex_proto::v1::search_service_server::SearchServiceServer;
 use memex_proto::v1::session_service_server::SessionServiceServer;
 use memex_store::{Store, StoreOptions};
 use tokio::net::TcpListener;
@@ -39,6 +41,10 @@ pub enum ServerError {
     Transport(#[from] tonic::transport::Error),
     #[error("reflection service: {0}")]
     Reflection(#[from] tonic_reflection::server::Error),
+    #[error("embedding model: {0}")]
+    Embed(#[from] memex_embed::EmbedError),
+    #[error("search index: {0}")]
+    Index(#[from] memex_index::IndexError),
 }
 
 /// Connects the store described by `config.database`.
@@ -73,7 +79,10 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Ou
         store.migrate().await?;
         tracing::info!("database migrations applied");
     }
-    let state = Arc::new(AppState::new(store.clone(), &config));
+    let search = search::SearchRuntime::start(&config, store.clone()).await?;
+    let mut state = AppState::new(store.clone(), &config);
+    state.search = search.as_ref().map(|s| s.index.clone());
+    let state = Arc::new(state);
     // tonic refuses messages beyond this outright (OUT_OF_RANGE); up to it, handlers refuse
     // messages over the configured limit with INVALID_ARGUMENT naming the limit.
     let hard_limit = config.limits.max_message_bytes.saturating_mul(2);
@@ -82,6 +91,7 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Ou
     health_reporter.set_serving::<EventServiceServer<service::events::Events>>().await;
     health_reporter.set_serving::<SessionServiceServer<service::sessions::Sessions>>().await;
     health_reporter.set_serving::<AdminServiceServer<service::admin::Admin>>().await;
+    health_reporter.set_serving::<SearchServiceServer<service::search::Search>>().await;
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(memex_proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -112,7 +122,8 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Ou
         )
         .add_service(
             AdminServiceServer::new(service::admin::Admin::new(state.clone())).max_decoding_message_size(hard_limit),
-        );
+        )
+        .add_service(SearchServiceServer::new(service::search::Search::new(state.clone())));
 
     let grace = config.shutdown_grace();
     let (fired_tx, fired_rx) = tokio::sync::oneshot::channel::<()>();
@@ -131,6 +142,9 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Ou
         _ = async { if fired_rx.await.is_ok() { tokio::time::sleep(grace).await } else { std::future::pending().await } } => {
             tracing::warn!(grace_secs = grace.as_secs(), "grace period over: cutting off the RPCs still running");
         }
+    }
+    if let Some(search) = search {
+        search.stop().await;
     }
     store.pool().close().await;
     tracing::info!("memex stopped");

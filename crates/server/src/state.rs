@@ -13,6 +13,9 @@ pub struct AppState {
     pub policy: ArtifactPolicy,
     pub max_message_bytes: usize,
     pub metrics: Metrics,
+    /// The search layer; None when `search.enabled = false`.
+    pub search: Option<std::sync::Arc<memex_index::SearchIndex>>,
+    pub search_defaults: crate::config::SearchConfig,
 }
 
 impl AppState {
@@ -35,6 +38,8 @@ impl AppState {
             },
             max_message_bytes: config.limits.max_message_bytes,
             metrics: Metrics::new(),
+            search: None,
+            search_defaults: config.search.clone(),
         }
     }
 }

@@ -12,6 +12,7 @@ mod append;
 mod artifacts;
 mod error;
 mod group;
+mod heads;
 mod keys;
 mod model;
 mod namespaces;

@@ -31,6 +31,8 @@ enum Command {
     Events(cmd::client::EventsArgs),
     /// Write an artifact's bytes to stdout.
     Artifact(cmd::client::ArtifactArgs),
+    /// Rebuild this replica's text indexes from Postgres.
+    Reindex(cmd::reindex::ReindexArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
@@ -50,6 +52,7 @@ fn main() -> ExitCode {
         Command::Append(a) => cmd::runtime().and_then(|rt| rt.block_on(cmd::client::append(a))),
         Command::Events(a) => cmd::runtime().and_then(|rt| rt.block_on(cmd::client::events(a))),
         Command::Artifact(a) => cmd::runtime().and_then(|rt| rt.block_on(cmd::client::artifact(a))),
+        Command::Reindex(a) => cmd::runtime().and_then(|rt| rt.block_on(cmd::reindex::run(a))),
         Command::Bench(c) => cmd::runtime().and_then(|rt| rt.block_on(cmd::bench::run(c))),
     };
     match result {

@@ -15,6 +15,12 @@ use super::serve::{ConfigArgs, load};
 pub enum BenchCommand {
     /// Ingest throughput and latency.
     Ingest(IngestArgs),
+    /// Search: indexing throughput, query latency at scale, embedding throughput.
+    Search(super::bench_search::SearchBenchArgs),
+    /// The LoCoMo retrieval benchmark (recall@k of dialog ids, no LLM).
+    Locomo(super::bench_locomo::LocomoArgs),
+    /// The LongMemEval retrieval protocol (recall_all/any@k, NDCG@k; session and turn level).
+    Longmemeval(super::bench_longmemeval::LongMemEvalArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -59,6 +65,9 @@ pub struct IngestArgs {
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Ingest(args) => ingest(args).await,
+        BenchCommand::Search(args) => super::bench_search::run(args).await,
+        BenchCommand::Locomo(args) => super::bench_locomo::run(args).await,
+        BenchCommand::Longmemeval(args) => super::bench_longmemeval::run(args).await,
     }
 }
 
