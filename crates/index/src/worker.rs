@@ -248,12 +248,13 @@ async fn read_loop(s: Arc<Shared>, tx: mpsc::Sender<Job>, mut stop: watch::Recei
                 }
             };
             s.counters.in_flight.fetch_add(1, Ordering::SeqCst);
-            let queued = s.counters.queued_jobs.fetch_add(1, Ordering::SeqCst) + 1;
-            s.counters.max_queued_jobs.fetch_max(queued.min(s.opts.queue_capacity as u64), Ordering::SeqCst);
             // Blocks while the queue is full: the backpressure.
             if tx.send(job).await.is_err() {
                 return;
             }
+            let queued = (tx.max_capacity() - tx.capacity()) as u64;
+            s.counters.queued_jobs.store(queued, Ordering::SeqCst);
+            s.counters.max_queued_jobs.fetch_max(queued, Ordering::SeqCst);
         }
         if idle {
             if let Err(e) = backlog(&s).await {
@@ -325,7 +326,7 @@ async fn release(s: &Shared, session_id: Uuid, retry_after: Option<Duration>) {
 
 async fn embed_loop(s: Arc<Shared>, mut rx: mpsc::Receiver<Job>) {
     while let Some(job) = rx.recv().await {
-        s.counters.queued_jobs.fetch_sub(1, Ordering::SeqCst);
+        s.counters.queued_jobs.store(rx.len() as u64, Ordering::SeqCst);
         let session_id = job.session_id;
         match embed_job(&s, job).await {
             Ok(()) => {}
