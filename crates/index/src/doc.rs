@@ -24,6 +24,8 @@ pub(crate) struct DocSpec {
     pub chunk_last_line: u32,
     pub doc_key: u64,
     pub text: String,
+    /// Text of the preceding events (on the event's first chunk only).
+    pub context: String,
 }
 
 /// What part of an event is searchable text: the content, with the tool's name in front for tool
@@ -51,7 +53,13 @@ pub(crate) fn embed_text(e: &Event, max_bytes: usize) -> String {
 
 /// The documents of one event: its text in chunks (always at least one, possibly empty, so every
 /// indexed event leaves a trace the watermark scan can find), then the artifact's text in chunks.
-pub(crate) fn event_docs(e: &Event, artifact_text: Option<&str>, lines: LineRange, chunk: ChunkOptions) -> Vec<DocSpec> {
+pub(crate) fn event_docs(
+    e: &Event,
+    artifact_text: Option<&str>,
+    lines: LineRange,
+    chunk: ChunkOptions,
+    context: &str,
+) -> Vec<DocSpec> {
     let mut docs = Vec::new();
     let text = event_text(e);
     let mut push = |source: &'static str, text: &str| {
@@ -76,6 +84,7 @@ pub(crate) fn event_docs(e: &Event, artifact_text: Option<&str>, lines: LineRang
                 chunk_last_line: c.last_line,
                 doc_key: doc_key(&e.id, source, i as u32),
                 text: text[c.start..c.end].to_owned(),
+                context: if source == "event" && i == 0 { context.to_owned() } else { String::new() },
             });
         }
     };
@@ -124,18 +133,18 @@ mod tests {
     #[test]
     fn every_event_has_a_document_and_chunks_carry_their_lines() {
         let e = event("tool_result", "");
-        let d = event_docs(&e, None, LineRange::UNKNOWN, ChunkOptions::default());
+        let d = event_docs(&e, None, LineRange::UNKNOWN, ChunkOptions::default(), "");
         assert_eq!(d.len(), 1);
         assert_eq!(d[0].role, "tool");
         let long = "line\n".repeat(1000);
-        let d = event_docs(&e, Some(&long), LineRange { first_line: 10, last_line: 20 }, ChunkOptions { max_bytes: 1000 });
-        assert_eq!(d[0].source, "event");
+        let d = event_docs(&e, Some(&long), LineRange { first_line: 10, last_line: 20 }, ChunkOptions { max_bytes: 1000 }, "ctx");
+        assert_eq!((d[0].source, d[0].context.as_str(), d[1].context.as_str()), ("event", "ctx", ""));
         assert_eq!(d.iter().filter(|x| x.source == "artifact").count(), 5);
         assert_eq!(d[2].chunk_first_line, 200);
         assert_eq!(d[2].lines.first_line, 10);
         let keys: std::collections::HashSet<u64> = d.iter().map(|x| x.doc_key).collect();
         assert_eq!(keys.len(), d.len());
-        assert_eq!(event_docs(&e, Some(&long), LineRange::UNKNOWN, ChunkOptions { max_bytes: 1000 })[3].doc_key, d[3].doc_key);
+        assert_eq!(event_docs(&e, Some(&long), LineRange::UNKNOWN, ChunkOptions { max_bytes: 1000 }, "")[3].doc_key, d[3].doc_key);
     }
 
     #[test]

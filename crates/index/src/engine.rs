@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use memex_embed::Embedder;
 use memex_event::FieldError;
-use memex_search::{ChunkOptions, RankedList, RrfOptions, mmr, role_of_kind, rrf, tokenize};
+use memex_search::{ChunkOptions, RankedList, RrfOptions, mmr, query_terms, role_of_kind, rrf};
 use memex_store::{Event, SeqRange, Store};
 use uuid::Uuid;
 
@@ -32,6 +32,10 @@ pub struct SearchIndexOptions {
     pub max_artifact_bytes: usize,
     /// Namespaces with at most this many indexed chunks use exact k-NN instead of HNSW.
     pub exact_knn_max: u64,
+    /// Each event's first chunk also indexes the text of this many preceding events of its
+    /// session (as `context`), up to `context_bytes` of each.
+    pub context_events: usize,
+    pub context_bytes: usize,
 }
 
 impl SearchIndexOptions {
@@ -41,6 +45,8 @@ impl SearchIndexOptions {
             chunk: ChunkOptions::default(),
             max_artifact_bytes: 1 << 20,
             exact_knn_max: 50_000,
+            context_events: 2,
+            context_bytes: 512,
         }
     }
 }
@@ -108,13 +114,21 @@ impl SearchIndex {
         let result: Result<(), IndexError> = async {
             for (session, head) in heads {
                 let mut next = marks.of(&session) + 1;
+                // The events before `next` are read again only as context for the first ones.
+                let mut context: std::collections::VecDeque<String> = std::collections::VecDeque::new();
+                let mut from = next.saturating_sub(self.opts.context_events as u64).max(1);
                 while next <= head {
                     let page =
-                        self.store.events_in_range(ns, session, SeqRange { from: next, to: Some(head) }, PAGE, None).await?;
-                    let Some(last) = page.events.last() else { break };
-                    next = last.seq + 1;
-                    indexed += page.events.len() as u64;
-                    self.documents(ns, session, &page.events, &mut docs).await?;
+                        self.store.events_in_range(ns, session, SeqRange { from, to: Some(head) }, PAGE, None).await?;
+                    let Some(last_seq) = page.events.last().map(|e| e.seq) else { break };
+                    from = last_seq + 1;
+                    let (before, new): (Vec<Event>, Vec<Event>) = page.events.into_iter().partition(|e| e.seq < next);
+                    for e in &before {
+                        self.push_context(&mut context, e);
+                    }
+                    next = last_seq + 1;
+                    indexed += new.len() as u64;
+                    self.documents(ns, session, &new, &mut context, &mut docs).await?;
                     if docs.len() >= ADD_BATCH {
                         idx.add(std::mem::take(&mut docs)).await?;
                     }
@@ -135,11 +149,23 @@ impl SearchIndex {
         Ok(indexed)
     }
 
+    /// Remembers an event's text as context for the ones after it.
+    fn push_context(&self, context: &mut std::collections::VecDeque<String>, e: &Event) {
+        if self.opts.context_events == 0 {
+            return;
+        }
+        context.push_back(crate::doc::embed_text(e, self.opts.context_bytes));
+        while context.len() > self.opts.context_events {
+            context.pop_front();
+        }
+    }
+
     async fn documents(
         &self,
         ns: Uuid,
         session: Uuid,
         events: &[Event],
+        context: &mut std::collections::VecDeque<String>,
         docs: &mut Vec<crate::doc::DocSpec>,
     ) -> Result<(), IndexError> {
         let refs: Vec<EventLines> = events.iter().map(|e| EventLines { event_id: e.id, seq: e.seq }).collect();
@@ -154,7 +180,9 @@ impl SearchIndex {
                 _ => None,
             };
             let range = lines.get(i).copied().unwrap_or(LineRange::UNKNOWN);
-            docs.extend(event_docs(e, artifact.as_deref(), range, self.opts.chunk));
+            let ctx: Vec<&str> = context.iter().map(String::as_str).collect();
+            docs.extend(event_docs(e, artifact.as_deref(), range, self.opts.chunk, &ctx.join("\n")));
+            self.push_context(context, e);
         }
         Ok(())
     }
@@ -216,12 +244,13 @@ impl SearchIndex {
         let mut best_chunk: HashMap<Uuid, ChunkHit> = HashMap::new();
         let mut bm25_items: Vec<(Uuid, f32)> = Vec::new();
         if req.bm25_weight > 0.0 {
-            let terms = tokenize(&req.query);
+            let terms = query_terms(&req.query);
+            let context_weight = req.context_weight;
             let chunks = {
                 let idx = idx.clone();
                 let filter = req.filter.clone();
                 let n = req.candidates.saturating_mul(3);
-                tokio::task::spawn_blocking(move || idx.search(&terms, &filter, n))
+                tokio::task::spawn_blocking(move || idx.search(&terms, &filter, n, context_weight))
                     .await
                     .map_err(|e| IndexError::Task(e.to_string()))??
             };
@@ -365,6 +394,9 @@ fn validate(req: &SearchRequest) -> Result<(), IndexError> {
     }
     if req.bm25_weight == 0.0 && req.vector_weight == 0.0 {
         return bad("bm25_weight", "bm25_weight and vector_weight cannot both be 0".into());
+    }
+    if !req.context_weight.is_finite() || req.context_weight < 0.0 {
+        return bad("context_weight", format!("must be a finite number >= 0, got {}", req.context_weight));
     }
     if !req.rrf_k.is_finite() || req.rrf_k < 0.0 {
         return bad("rrf_k", format!("must be a finite number >= 0, got {}", req.rrf_k));

@@ -37,6 +37,9 @@ pub struct SearchRequest {
     pub vector_weight: f32,
     /// The RRF rank constant.
     pub rrf_k: f32,
+    /// Weight of a match in the preceding events' text relative to one in the event's own text
+    /// (0: the event's own text only).
+    pub context_weight: f32,
     /// Candidates taken from each retriever before fusion.
     pub candidates: usize,
     /// Diversify with MMR at this lambda (1: pure relevance); None: no MMR.
@@ -55,6 +58,7 @@ impl SearchRequest {
             bm25_weight: 1.0,
             vector_weight: 1.0,
             rrf_k: 60.0,
+            context_weight: 0.5,
             candidates: 100,
             mmr_lambda: None,
             with_text: false,

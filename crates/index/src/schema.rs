@@ -46,6 +46,9 @@ pub struct Fields {
     /// same way in every index built from the same events.
     pub doc_key: Field,
     pub text: Field,
+    /// The text of the events just before this one in its session (first chunk only): a turn's
+    /// meaning often lives in the turn it answers. Indexed, not stored.
+    pub context: Field,
 }
 
 pub fn schema() -> (Schema, Fields) {
@@ -73,7 +76,13 @@ pub fn schema() -> (Schema, Fields) {
         chunk_first_line: b.add_u64_field("chunk_first_line", STORED),
         chunk_last_line: b.add_u64_field("chunk_last_line", STORED),
         doc_key: b.add_u64_field("doc_key", FAST),
-        text: b.add_text_field("text", text_opts),
+        text: b.add_text_field("text", text_opts.clone()),
+        context: b.add_text_field(
+            "context",
+            TextOptions::default().set_indexing_options(
+                TextFieldIndexing::default().set_tokenizer(ANALYZER).set_index_option(IndexRecordOption::WithFreqs),
+            ),
+        ),
     };
     (b.build(), fields)
 }

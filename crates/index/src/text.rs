@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use tantivy::collector::TopDocs;
-use tantivy::query::{BooleanQuery, Occur, Query, RangeQuery, TermQuery, TermSetQuery};
+use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, RangeQuery, TermQuery, TermSetQuery};
 use tantivy::schema::{IndexRecordOption, Value};
 use tantivy::{DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 use uuid::Uuid;
@@ -213,11 +213,17 @@ impl NamespaceIndex {
     /// The best chunks for `terms` (analysed query terms) under `filter`, best first, at least
     /// every chunk scoring as high as the `limit`-th (so ties at the cut are all present), ordered
     /// by score, then `doc_key`: the same order in any index holding the same documents.
-    pub fn search(&self, terms: &[String], filter: &SearchFilter, limit: usize) -> Result<Vec<ChunkHit>, IndexError> {
+    pub fn search(
+        &self,
+        terms: &[String],
+        filter: &SearchFilter,
+        limit: usize,
+        context_boost: f32,
+    ) -> Result<Vec<ChunkHit>, IndexError> {
         if terms.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
-        let query = self.query(terms, filter);
+        let query = self.query(terms, filter, context_boost);
         let searcher = self.reader.searcher();
         let mut n = limit;
         let top = loop {
@@ -249,19 +255,20 @@ impl NamespaceIndex {
         Ok(hits)
     }
 
-    fn query(&self, terms: &[String], filter: &SearchFilter) -> BooleanQuery {
+    fn query(&self, terms: &[String], filter: &SearchFilter, context_boost: f32) -> BooleanQuery {
         let f = &self.fields;
         let mut distinct: Vec<&String> = terms.iter().collect();
         distinct.sort();
         distinct.dedup();
-        let text: Vec<(Occur, Box<dyn Query>)> = distinct
-            .into_iter()
-            .map(|t| {
-                let q: Box<dyn Query> =
-                    Box::new(TermQuery::new(Term::from_field_text(f.text, t), IndexRecordOption::WithFreqs));
-                (Occur::Should, q)
-            })
-            .collect();
+        let mut text: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        for t in distinct {
+            let q = TermQuery::new(Term::from_field_text(f.text, t), IndexRecordOption::WithFreqs);
+            text.push((Occur::Should, Box::new(q)));
+            if context_boost > 0.0 {
+                let q = TermQuery::new(Term::from_field_text(f.context, t), IndexRecordOption::WithFreqs);
+                text.push((Occur::Should, Box::new(BoostQuery::new(Box::new(q), context_boost))));
+            }
+        }
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, Box::new(BooleanQuery::new(text)))];
         let mut set = |field, values: Vec<String>| {
             if !values.is_empty() {
@@ -325,6 +332,9 @@ fn to_document(f: &Fields, ns: &str, d: DocSpec) -> TantivyDocument {
     doc.add_u64(f.chunk_last_line, u64::from(d.chunk_last_line));
     doc.add_u64(f.doc_key, d.doc_key);
     doc.add_text(f.text, &d.text);
+    if !d.context.is_empty() {
+        doc.add_text(f.context, &d.context);
+    }
     doc
 }
 

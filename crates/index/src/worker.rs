@@ -40,6 +40,8 @@ pub struct WorkerOptions {
     pub lease: Duration,
     /// Bytes of an event's text that are embedded.
     pub max_text_bytes: usize,
+    /// Only these namespaces (empty: all). Benchmarks scope their worker to their own namespaces.
+    pub namespaces: Vec<Uuid>,
 }
 
 impl Default for WorkerOptions {
@@ -52,6 +54,7 @@ impl Default for WorkerOptions {
             poll_interval: Duration::from_millis(500),
             lease: Duration::from_secs(120),
             max_text_bytes: 2048,
+            namespaces: Vec::new(),
         }
     }
 }
@@ -200,9 +203,10 @@ async fn backlog(s: &Shared) -> Result<u64, IndexError> {
     let (n,): (i64,) = sqlx::query_as(
         "SELECT COALESCE(sum(s.next_seq - 1 - COALESCE(p.seq, 0)), 0)::int8
          FROM sessions s LEFT JOIN embedding_progress p ON p.session_id = s.id AND p.model = $1
-         WHERE s.next_seq > 1",
+         WHERE s.next_seq > 1 AND ($2::uuid[] IS NULL OR s.namespace_id = ANY($2))",
     )
     .bind(progress_key(s))
+    .bind(scope(s))
     .fetch_one(s.store.pool())
     .await?;
     let n = n.max(0) as u64;
@@ -215,6 +219,10 @@ async fn backlog(s: &Shared) -> Result<u64, IndexError> {
 fn progress_key(s: &Shared) -> String {
     let m = s.embedder.info();
     format!("{}/{}", m.name, m.dim)
+}
+
+fn scope(s: &Shared) -> Option<Vec<Uuid>> {
+    (!s.opts.namespaces.is_empty()).then(|| s.opts.namespaces.clone())
 }
 
 fn record_error(s: &Shared, what: &str, e: &IndexError) {
@@ -280,17 +288,19 @@ async fn claim(s: &Shared) -> Result<Vec<(Uuid, Uuid, u64, u64)>, IndexError> {
     sqlx::query(
         "INSERT INTO embedding_progress (session_id, model, namespace_id)
          SELECT s.id, $1, s.namespace_id FROM sessions s
-         WHERE s.next_seq > 1
+         WHERE s.next_seq > 1 AND ($2::uuid[] IS NULL OR s.namespace_id = ANY($2))
            AND NOT EXISTS (SELECT 1 FROM embedding_progress p WHERE p.session_id = s.id AND p.model = $1)
          ON CONFLICT DO NOTHING",
     )
     .bind(model)
+    .bind(scope(s))
     .execute(pool)
     .await?;
     let rows: Vec<(Uuid, Uuid, i64, i64)> = sqlx::query_as(
         "WITH c AS (
              SELECT p.session_id, s.next_seq - 1 AS head FROM embedding_progress p JOIN sessions s ON s.id = p.session_id
              WHERE p.model = $1 AND s.next_seq - 1 > p.seq AND (p.leased_until IS NULL OR p.leased_until < now())
+               AND ($5::uuid[] IS NULL OR p.namespace_id = ANY($5))
              ORDER BY p.session_id LIMIT $4 FOR UPDATE OF p SKIP LOCKED
          )
          UPDATE embedding_progress p SET leased_until = now() + make_interval(secs => $3), leased_by = $2
@@ -301,6 +311,7 @@ async fn claim(s: &Shared) -> Result<Vec<(Uuid, Uuid, u64, u64)>, IndexError> {
     .bind(&s.owner)
     .bind(s.opts.lease.as_secs_f64())
     .bind(i64::from(s.opts.claim_sessions))
+    .bind(scope(s))
     .fetch_all(pool)
     .await?;
     Ok(rows.into_iter().map(|(ns, sid, done, head)| (ns, sid, done as u64, head as u64)).collect())

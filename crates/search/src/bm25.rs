@@ -68,9 +68,7 @@ impl Bm25 {
 
     /// The score of every document for `query`, in corpus order (0 for no shared term).
     pub fn scores(&self, query: &str) -> Vec<f32> {
-        let mut terms = tokenize(query);
-        terms.sort();
-        terms.dedup();
+        let terms = crate::text::query_terms(query);
         let n = self.docs.len() as f32;
         let Bm25Params { k1, b } = self.params;
         let weights: Vec<(&String, f32)> = terms
@@ -115,6 +113,10 @@ mod tests {
         // "passed" is in two documents, "weather" in one: the rarer term weighs more.
         let s = bm25_scores("passed weather", &texts, Bm25Params::default());
         assert!(s[3] > s[1], "{s:?}");
+        // Stopwords do not count when the query has content words.
+        let s = bm25_scores("the weather", &texts, Bm25Params::default());
+        assert_eq!((s[0], s[1], s[2]), (0.0, 0.0, 0.0), "{s:?}");
+        assert!(s[3] > 0.0);
     }
 
     #[test]

@@ -24,4 +24,4 @@ pub use fusion::{FusedHit, Part, RankedList, RrfOptions, rrf};
 pub use mmr::mmr;
 pub use role::{Role, role_of_kind};
 pub use semantic::{cosine, semantic_scores};
-pub use text::tokenize;
+pub use text::{query_terms, tokenize};

@@ -21,6 +21,30 @@ pub fn tokenize(text: &str) -> Vec<String> {
     out
 }
 
+/// English function words. A query keeps its content words only (unless it has nothing else):
+/// "when did Caroline go to the support group" searches for "caroline support group" — scoring
+/// "did" and "the" against millions of chunks costs time and adds noise that IDF only dampens.
+pub const STOPWORDS: &[&str] = &[
+    "a", "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "been", "before",
+    "being", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "done", "during", "each", "for",
+    "from", "had", "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how", "i", "if", "in",
+    "into", "is", "it", "its", "just", "me", "might", "more", "most", "my", "no", "nor", "not", "of", "on", "or",
+    "our", "ours", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them",
+    "then", "there", "these", "they", "this", "those", "to", "too", "us", "very", "was", "we", "were", "what",
+    "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours",
+];
+
+/// The terms a query searches for: its tokens without stopwords, deduplicated, in first-seen
+/// order; all of its tokens if every one is a stopword.
+pub fn query_terms(query: &str) -> Vec<String> {
+    let all = tokenize(query);
+    let stop: std::collections::HashSet<String> = STOPWORDS.iter().flat_map(|w| tokenize(w)).collect();
+    let content: Vec<&String> = all.iter().filter(|t| !stop.contains(*t)).collect();
+    let chosen: Vec<&String> = if content.is_empty() { all.iter().collect() } else { content };
+    let mut seen = std::collections::HashSet::new();
+    chosen.into_iter().filter(|t| seen.insert((*t).clone())).cloned().collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -31,5 +55,13 @@ mod tests {
         assert_eq!(tokenize("src/lib.rs:42"), vec!["src", "lib", "rs", "42"]);
         assert!(tokenize(&"a".repeat(40)).is_empty());
         assert_eq!(tokenize("Ünïcödé"), vec!["ünïcödé"]);
+    }
+
+    #[test]
+    fn queries_keep_their_content_words() {
+        assert_eq!(query_terms("When did Caroline go to the support group?"), vec!["carolin", "go", "support", "group"]);
+        assert_eq!(query_terms("what is it"), vec!["what", "is", "it"]);
+        assert_eq!(query_terms("test tests testing"), vec!["test"]);
+        assert!(query_terms("").is_empty());
     }
 }

@@ -94,6 +94,12 @@ pub struct SearchConfig {
     pub bm25_weight: f32,
     pub vector_weight: f32,
     pub rrf_k: f32,
+    /// Default weight of a match in the preceding events' text (see `context_events`).
+    pub context_weight: f32,
+    /// Each event's first chunk also indexes the text of this many preceding events of its
+    /// session, up to `context_bytes` of each (changing them needs `memex reindex`).
+    pub context_events: usize,
+    pub context_bytes: usize,
     /// Default candidates per list before fusion.
     pub candidates: usize,
     /// Default MMR lambda.
@@ -225,6 +231,9 @@ impl Default for SearchConfig {
             bm25_weight: 1.0,
             vector_weight: 1.0,
             rrf_k: 60.0,
+            context_weight: 0.5,
+            context_events: 2,
+            context_bytes: 512,
             candidates: 100,
             mmr_lambda: 0.7,
             chunk_bytes: 2048,
@@ -312,9 +321,11 @@ impl Config {
             return bad("ingest.excerpt_bytes must not exceed ingest.artifact_threshold_bytes");
         }
         let s = &self.search;
-        let weights_ok = [s.bm25_weight, s.vector_weight, s.rrf_k].iter().all(|w| w.is_finite() && *w >= 0.0);
+        let weights_ok = [s.bm25_weight, s.vector_weight, s.rrf_k, s.context_weight].iter().all(|w| w.is_finite() && *w >= 0.0);
         if !weights_ok || (s.bm25_weight == 0.0 && s.vector_weight == 0.0) {
-            return bad("search.bm25_weight, vector_weight and rrf_k must be finite and >= 0, the weights not both 0");
+            return bad(
+                "search.bm25_weight, vector_weight, rrf_k and context_weight must be finite and >= 0, the weights not both 0",
+            );
         }
         if !(0.0..=1.0).contains(&s.mmr_lambda) || s.candidates == 0 || s.chunk_bytes < 64 {
             return bad("search.mmr_lambda must be 0..=1, search.candidates > 0, search.chunk_bytes >= 64");

@@ -41,6 +41,8 @@ pub fn index_options(config: &Config) -> SearchIndexOptions {
         chunk: ChunkOptions { max_bytes: s.chunk_bytes },
         max_artifact_bytes: s.max_artifact_bytes,
         exact_knn_max: s.exact_knn_max,
+        context_events: s.context_events,
+        context_bytes: s.context_bytes,
     }
 }
 

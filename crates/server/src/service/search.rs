@@ -118,6 +118,7 @@ fn convert(r: pb::SearchRequest, d: &crate::config::SearchConfig) -> Result<Sear
         bm25_weight: non_negative("bm25_weight", r.bm25_weight, d.bm25_weight)?,
         vector_weight: non_negative("vector_weight", r.vector_weight, d.vector_weight)?,
         rrf_k: non_negative("rrf_k", r.rrf_k, d.rrf_k)?,
+        context_weight: non_negative("context_weight", r.context_weight, d.context_weight)?,
         candidates,
         mmr_lambda,
         with_text: r.with_text,

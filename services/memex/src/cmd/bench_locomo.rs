@@ -26,9 +26,12 @@ pub struct LocomoArgs {
     pub data: PathBuf,
     #[command(flatten)]
     pub search: SearchArgs,
-    /// Only the first N conversations.
+    /// Only the first N conversations (after --skip).
     #[arg(long)]
     pub conversations: Option<usize>,
+    /// Skip the first N conversations (tune on 0-4, hold out 5-9).
+    #[arg(long, default_value_t = 0)]
+    pub skip: usize,
     /// Also print the figures of every strategy tried, not only the default one.
     #[arg(long)]
     pub all_strategies: bool,
@@ -53,17 +56,28 @@ struct Strategy {
     bm25: f32,
     vector: f32,
     rrf_k: f32,
+    context: f32,
+}
+
+const fn strat(name: &'static str, bm25: f32, vector: f32, rrf_k: f32, context: f32) -> Strategy {
+    Strategy { name, bm25, vector, rrf_k, context }
 }
 
 fn strategies(vectors: bool) -> Vec<Strategy> {
-    let mut v = vec![Strategy { name: "bm25", bm25: 1.0, vector: 0.0, rrf_k: 60.0 }];
+    let mut v = vec![
+        strat("bm25-own", 1.0, 0.0, 60.0, 0.0),
+        strat("bm25-ctx0.25", 1.0, 0.0, 60.0, 0.25),
+        strat("bm25", 1.0, 0.0, 60.0, 0.5),
+        strat("bm25-ctx1", 1.0, 0.0, 60.0, 1.0),
+    ];
     if vectors {
         v.extend([
-            Strategy { name: "vector", bm25: 0.0, vector: 1.0, rrf_k: 60.0 },
-            Strategy { name: "hybrid", bm25: 1.0, vector: 1.0, rrf_k: 60.0 },
-            Strategy { name: "hybrid-k10", bm25: 1.0, vector: 1.0, rrf_k: 10.0 },
-            Strategy { name: "hybrid-v2", bm25: 1.0, vector: 2.0, rrf_k: 60.0 },
-            Strategy { name: "hybrid-b2", bm25: 2.0, vector: 1.0, rrf_k: 60.0 },
+            strat("vector", 0.0, 1.0, 60.0, 0.5),
+            strat("hybrid-own", 1.0, 1.0, 60.0, 0.0),
+            strat("hybrid", 1.0, 1.0, 60.0, 0.5),
+            strat("hybrid-k10", 1.0, 1.0, 10.0, 0.5),
+            strat("hybrid-v2", 1.0, 2.0, 60.0, 0.5),
+            strat("hybrid-b2", 2.0, 1.0, 60.0, 0.5),
         ]);
     }
     v
@@ -100,8 +114,7 @@ pub async fn run(args: LocomoArgs) -> anyhow::Result<()> {
     let raw = std::fs::read(&args.data).with_context(|| format!("reading {}", args.data.display()))?;
     let data: Vec<Value> = serde_json::from_slice(&raw).context("locomo10.json is a JSON array of conversations")?;
     let kit = Kit::open(&args.search, true).await?;
-    let worker = kit.worker().await?;
-    let n_conv = args.conversations.unwrap_or(data.len()).min(data.len());
+    let n_conv = args.conversations.unwrap_or(data.len()).min(data.len().saturating_sub(args.skip));
 
     // Ingest.
     let t0 = Instant::now();
@@ -109,7 +122,7 @@ pub async fn run(args: LocomoArgs) -> anyhow::Result<()> {
     let mut dia_of: HashMap<Uuid, String> = HashMap::new();
     let mut questions = Vec::new();
     let (mut turns, mut split, mut dropped) = (0usize, 0usize, 0usize);
-    for (ci, conv) in data.iter().take(n_conv).enumerate() {
+    for (ci, conv) in data.iter().skip(args.skip).take(n_conv).enumerate() {
         let ns = kit.namespace(&format!("locomo{ci}")).await?;
         let c = &conv["conversation"];
         let speaker_a = c["speaker_a"].as_str().unwrap_or_default();
@@ -169,6 +182,7 @@ pub async fn run(args: LocomoArgs) -> anyhow::Result<()> {
     );
     let t1 = Instant::now();
     let mut embed = json!(null);
+    let worker = kit.worker(&namespaces.iter().map(|n| n.id).collect::<Vec<_>>()).await?;
     if let Some(w) = &worker {
         w.wake();
         anyhow::ensure!(w.wait_idle(Duration::from_secs(3600)).await?, "embedding did not finish");
@@ -199,6 +213,7 @@ pub async fn run(args: LocomoArgs) -> anyhow::Result<()> {
             req.bm25_weight = strat.bm25;
             req.vector_weight = strat.vector;
             req.rrf_k = strat.rrf_k;
+            req.context_weight = strat.context;
             let hits = kit.index.search(namespaces[q.conv].id, &req).await?.hits;
             let ranked: Vec<String> = hits.iter().filter_map(|h| dia_of.get(&h.event_id).cloned()).collect();
             scores.add(q, &ranked);

@@ -103,7 +103,6 @@ pub async fn run(args: LongMemEvalArgs) -> anyhow::Result<()> {
     eprintln!("{}: sha256 {sha} ({})", args.data.display(), known.unwrap_or("not a published LongMemEval file"));
     let items: Vec<Value> = serde_json::from_slice(&raw).context("a LongMemEval file is a JSON array of questions")?;
     let kit = Kit::open(&args.search, true).await?;
-    let worker = kit.worker().await?;
     let n = args.questions.unwrap_or(items.len()).min(items.len());
 
     // Averages over the non-abstention questions, and strict ones (questions with gold only), by
@@ -162,9 +161,9 @@ pub async fn run(args: LongMemEvalArgs) -> anyhow::Result<()> {
                 label.insert(*id, (data_sid.clone(), turn));
             }
         }
-        if let Some(w) = &worker {
-            w.wake();
+        if let Some(w) = kit.worker(&[ns.id]).await? {
             anyhow::ensure!(w.wait_idle(Duration::from_secs(3600)).await?, "embedding did not finish");
+            w.stop().await;
         }
         let mut req = SearchRequest::new(item["question"].as_str().unwrap_or_default(), 1000);
         req.candidates = 1000;
@@ -223,8 +222,5 @@ pub async fn run(args: LongMemEvalArgs) -> anyhow::Result<()> {
         "peak_rss_mib": peak_rss_mib(),
     });
     println!("{summary}");
-    if let Some(w) = worker {
-        w.stop().await;
-    }
     Ok(())
 }

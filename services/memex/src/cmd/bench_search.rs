@@ -204,9 +204,7 @@ pub async fn run(args: SearchBenchArgs) -> anyhow::Result<()> {
     // 4. Embedding throughput and hybrid queries on a smaller namespace.
     let mut embedding = json!(null);
     let mut hybrid = json!(null);
-    if args.vector_events > 0
-        && let Some(worker) = kit.worker().await?
-    {
+    if args.vector_events > 0 && kit.embedder.is_some() {
         let vns = kit.namespace("bench-vectors").await?;
         let mut vsessions = Vec::new();
         let mut texts = Vec::new();
@@ -220,7 +218,7 @@ pub async fn run(args: SearchBenchArgs) -> anyhow::Result<()> {
             vsessions.push(sid);
         }
         let t = Instant::now();
-        worker.wake();
+        let worker = kit.worker(&[vns.id]).await?.context("an embedder is configured")?;
         anyhow::ensure!(worker.wait_idle(Duration::from_secs(7200)).await?, "embedding did not finish");
         let secs = t.elapsed().as_secs_f64();
         let p = worker.progress();

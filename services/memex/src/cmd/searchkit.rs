@@ -64,13 +64,14 @@ impl Kit {
         Ok(Kit { config, store, index, embedder, temp_dir })
     }
 
-    /// Starts an embedding worker (None without an embedder).
-    pub async fn worker(&self) -> anyhow::Result<Option<EmbeddingWorker>> {
+    /// Starts an embedding worker for `namespaces` only (None without an embedder).
+    pub async fn worker(&self, namespaces: &[Uuid]) -> anyhow::Result<Option<EmbeddingWorker>> {
         let Some(e) = &self.embedder else { return Ok(None) };
         let opts = WorkerOptions {
             batch_size: self.config.embedding.batch_size,
             queue_capacity: self.config.embedding.queue_capacity,
             poll_interval: std::time::Duration::from_millis(50),
+            namespaces: namespaces.to_vec(),
             ..WorkerOptions::default()
         };
         Ok(Some(EmbeddingWorker::start(self.store.clone(), e.clone(), opts).await?))
