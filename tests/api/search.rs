@@ -21,13 +21,15 @@ async fn a_write_is_found_by_the_next_search_with_provenance() {
         .append(vec![
             ev("user_message", "the flaky test is test_parse_header in tests/http.rs"),
             call("c1"),
-            result("c1", "running 12 tests\ntest test_parse_header ... FAILED\nthread panicked at 'index out of bounds'"),
+            result(
+                "c1",
+                "running 12 tests\ntest test_parse_header ... FAILED\nthread panicked at 'index out of bounds'",
+            ),
         ])
         .await
         .unwrap();
-    let resp = search(&f, pb::SearchRequest { with_text: true, ..req(&f.ns, "panicked index out of bounds") })
-        .await
-        .unwrap();
+    let resp =
+        search(&f, pb::SearchRequest { with_text: true, ..req(&f.ns, "panicked index out of bounds") }).await.unwrap();
     assert!(!resp.vectors_used);
     let top = &resp.hits[0];
     assert_eq!(top.event_id, r.event_ids[2]);
@@ -97,23 +99,38 @@ async fn filters_narrow_and_namespaces_never_mix() {
     let with = |f: pb::SearchFilter| pb::SearchRequest { filter: Some(f), ..req("fa", "deploy cache") };
     let r = search(&a, with(pb::SearchFilter { roles: vec!["user".into()], ..Default::default() })).await.unwrap();
     assert_eq!(ids(&r), vec![ra.event_ids[0].clone()]);
-    let r = search(&a, with(pb::SearchFilter { kinds: vec!["note".into(), "assistant_message".into()], ..Default::default() }))
-        .await
-        .unwrap();
+    let r = search(
+        &a,
+        with(pb::SearchFilter { kinds: vec!["note".into(), "assistant_message".into()], ..Default::default() }),
+    )
+    .await
+    .unwrap();
     assert_eq!(r.hits.len(), 2);
     let r = search(&a, with(pb::SearchFilter { task_ids: vec!["t1".into()], ..Default::default() })).await.unwrap();
     assert_eq!(ids(&r), vec![ra.event_ids[0].clone()]);
-    let r = search(&a, with(pb::SearchFilter { agent_ids: vec!["other-agent".into()], ..Default::default() })).await.unwrap();
+    let r = search(&a, with(pb::SearchFilter { agent_ids: vec!["other-agent".into()], ..Default::default() }))
+        .await
+        .unwrap();
     assert_eq!(ids(&r), vec![ra.event_ids[1].clone()]);
-    let old = pb::SearchFilter { time_to: Some(prost_types::Timestamp { seconds: 1_700_000_000, nanos: 0 }), ..Default::default() };
+    let old = pb::SearchFilter {
+        time_to: Some(prost_types::Timestamp { seconds: 1_700_000_000, nanos: 0 }),
+        ..Default::default()
+    };
     let r = search(&a, with(old)).await.unwrap();
     assert_eq!(ids(&r), vec![ra.event_ids[1].clone()]);
-    let recent = pb::SearchFilter { time_from: Some(prost_types::Timestamp { seconds: 1_700_000_000, nanos: 0 }), ..Default::default() };
+    let recent = pb::SearchFilter {
+        time_from: Some(prost_types::Timestamp { seconds: 1_700_000_000, nanos: 0 }),
+        ..Default::default()
+    };
     assert_eq!(search(&a, with(recent)).await.unwrap().hits.len(), 2);
     // Another session's id (even one of namespace fb) finds nothing in fa.
-    let r = search(&a, with(pb::SearchFilter { session_ids: vec![b.session.clone()], ..Default::default() })).await.unwrap();
+    let r = search(&a, with(pb::SearchFilter { session_ids: vec![b.session.clone()], ..Default::default() }))
+        .await
+        .unwrap();
     assert!(r.hits.is_empty());
-    let r = search(&a, with(pb::SearchFilter { session_ids: vec![a.session.clone()], ..Default::default() })).await.unwrap();
+    let r = search(&a, with(pb::SearchFilter { session_ids: vec![a.session.clone()], ..Default::default() }))
+        .await
+        .unwrap();
     assert_eq!(r.hits.len(), 3);
 
     // A key of fa cannot search fb.
@@ -144,11 +161,17 @@ async fn a_read_key_may_search_and_bad_input_names_its_field() {
             "filter.session_ids[0]",
         ),
         (
-            pb::SearchRequest { filter: Some(pb::SearchFilter { roles: vec!["robot".into()], ..Default::default() }), ..req(&ns, "x") },
+            pb::SearchRequest {
+                filter: Some(pb::SearchFilter { roles: vec!["robot".into()], ..Default::default() }),
+                ..req(&ns, "x")
+            },
             "filter.roles[0]",
         ),
         (
-            pb::SearchRequest { filter: Some(pb::SearchFilter { kinds: vec![String::new()], ..Default::default() }), ..req(&ns, "x") },
+            pb::SearchRequest {
+                filter: Some(pb::SearchFilter { kinds: vec![String::new()], ..Default::default() }),
+                ..req(&ns, "x")
+            },
             "filter.kinds[0]",
         ),
         (

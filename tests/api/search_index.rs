@@ -28,9 +28,8 @@ fn tmp(name: &str) -> std::path::PathBuf {
     d
 }
 
-const QUERIES: [&str; 8] = [
-    "error", "test failed assertion", "cargo build", "ok", "panicked index", "line 7", "deploy cache", "the",
-];
+const QUERIES: [&str; 8] =
+    ["error", "test failed assertion", "cargo build", "ok", "panicked index", "line 7", "deploy cache", "the"];
 
 async fn answers(idx: &SearchIndex, ns: Uuid) -> Vec<Vec<(Uuid, u32, u32, u32, u32)>> {
     let mut out = Vec::new();
@@ -38,7 +37,11 @@ async fn answers(idx: &SearchIndex, ns: Uuid) -> Vec<Vec<(Uuid, u32, u32, u32, u
         let mut r = SearchRequest::new(q, 25);
         r.vector_weight = 0.0;
         let hits = idx.search(ns, &r).await.unwrap().hits;
-        out.push(hits.iter().map(|h| (h.event_id, h.score.fused.to_bits(), h.score.bm25.to_bits(), h.score.bm25_rank, h.chunk)).collect());
+        out.push(
+            hits.iter()
+                .map(|h| (h.event_id, h.score.fused.to_bits(), h.score.bm25.to_bits(), h.score.bm25_rank, h.chunk))
+                .collect(),
+        );
     }
     out
 }
@@ -50,7 +53,10 @@ async fn populate(srv: &TestServer, ns: &str, rounds: usize, live: Option<(&Sear
         let mut batch = vec![ev("user_message", "cargo build failed with error E0382"), call(&format!("c{round}"))];
         let mut out = String::new();
         for i in 0..40 {
-            out.push_str(&format!("line {i}: test test_{i} ... {}\n", if i % 7 == 0 { "FAILED assertion" } else { "ok" }));
+            out.push_str(&format!(
+                "line {i}: test test_{i} ... {}\n",
+                if i % 7 == 0 { "FAILED assertion" } else { "ok" }
+            ));
         }
         batch.push(result(&format!("c{round}"), &out));
         batch.push(ev("assistant_message", "ok"));
@@ -229,8 +235,7 @@ async fn hybrid_search_finds_paraphrases_and_mmr_spreads_duplicates() {
         .unwrap();
     let ids: Vec<Uuid> = r.event_ids.iter().map(|i| i.parse().unwrap()).collect();
     let ns = srv.store.namespace("hy").await.unwrap();
-    let model: Arc<dyn Embedder> =
-        Arc::new(MiniLm::load(&model_dir, memex_embed::MiniLmOptions::default()).unwrap());
+    let model: Arc<dyn Embedder> = Arc::new(MiniLm::load(&model_dir, memex_embed::MiniLmOptions::default()).unwrap());
     let w = EmbeddingWorker::start(srv.store.clone(), model.clone(), WorkerOptions::default()).await.unwrap();
     assert!(w.wait_idle(Duration::from_secs(120)).await.unwrap());
     w.stop().await;

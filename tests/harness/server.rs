@@ -63,7 +63,8 @@ impl TestServer {
         config.shutdown_grace_secs = 5;
         // Each server gets its own text-index directory, and no embedding model unless a test asks
         // for one (loading and running it would slow every other test down).
-        config.search.index_dir = std::env::temp_dir().join(format!("memex-test-index-{}", db.name)).display().to_string();
+        config.search.index_dir =
+            std::env::temp_dir().join(format!("memex-test-index-{}", db.name)).display().to_string();
         config.embedding.provider = memex_server::config::EmbeddingProvider::None;
         tweak(&mut config);
         let store = Store::connect(&db.url, &StoreOptions { max_connections: 4, ..Default::default() })

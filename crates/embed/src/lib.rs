@@ -72,9 +72,9 @@ pub fn normalize(v: &mut [f32]) {
 /// `models/all-MiniLM-L6-v2` at the workspace root. `None` (skip) when it is missing — but a
 /// panic when `REQUIRE_DB` or `CI` is set, so CI can never pass without exercising the real model.
 pub fn test_model_dir() -> Option<std::path::PathBuf> {
-    let dir = std::env::var_os("MEMEX_MODEL_DIR").map(std::path::PathBuf::from).unwrap_or_else(|| {
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/all-MiniLM-L6-v2")
-    });
+    let dir = std::env::var_os("MEMEX_MODEL_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/all-MiniLM-L6-v2"));
     if dir.join("model.safetensors").is_file() {
         return Some(dir);
     }

@@ -58,7 +58,8 @@ impl MiniLm {
     /// Loads `config.json`, `tokenizer.json` and `model.safetensors` from `dir` (memory-mapped:
     /// about 0.1 s).
     pub fn load(dir: &Path, opts: MiniLmOptions) -> Result<MiniLm, EmbedError> {
-        let read = |f: &str| std::fs::read(dir.join(f)).map_err(|e| load_err(format!("{}: {e}", dir.join(f).display())));
+        let read =
+            |f: &str| std::fs::read(dir.join(f)).map_err(|e| load_err(format!("{}: {e}", dir.join(f).display())));
         let config: Config = serde_json::from_slice(&read("config.json")?).map_err(load_err)?;
         let tokenizer = Tokenizer::from_bytes(read("tokenizer.json")?).map_err(load_err)?;
         let weights = dir.join("model.safetensors");
@@ -189,7 +190,8 @@ pub fn tiny_random(name: &str, dim: usize, vocab: &[&str]) -> Result<MiniLm, Emb
         max_position_embeddings: 64,
         ..Config::default()
     };
-    let model_ = WordLevel::builder().vocab(words.into_iter().collect()).unk_token("[UNK]".into()).build().map_err(load_err)?;
+    let model_ =
+        WordLevel::builder().vocab(words.into_iter().collect()).unk_token("[UNK]".into()).build().map_err(load_err)?;
     let mut tokenizer = Tokenizer::new(model_);
     tokenizer.with_pre_tokenizer(Some(Whitespace {}));
     let varmap = VarMap::new();
@@ -221,7 +223,9 @@ mod tests {
         let Some(dir) = crate::test_model_dir() else { return };
         let m = MiniLm::load(&dir, MiniLmOptions::default()).unwrap();
         assert_eq!(m.info().dim, 384);
-        let v = m.embed_sync(&["the cat sat", "a cat was sitting", "stock prices fell", "the feline rested on the rug"]).unwrap();
+        let v = m
+            .embed_sync(&["the cat sat", "a cat was sitting", "stock prices fell", "the feline rested on the rug"])
+            .unwrap();
         // notes/rust-stack.md §3.2, checked there against a numpy forward pass.
         assert!((cosine(&v[0], &v[1]) - 0.8578).abs() < 2e-3, "{}", cosine(&v[0], &v[1]));
         assert!((cosine(&v[0], &v[2]) - 0.0976).abs() < 2e-3, "{}", cosine(&v[0], &v[2]));

@@ -91,7 +91,8 @@ impl OpenAiEmbedder {
         }
         let req = req.body(Full::new(Bytes::from(body))).map_err(|e| EmbedError::Config(e.to_string()))?;
         let exchange = async {
-            let resp = self.client.request(req).await.map_err(|e| EmbedError::Unavailable(format!("{}: {e}", self.uri)))?;
+            let resp =
+                self.client.request(req).await.map_err(|e| EmbedError::Unavailable(format!("{}: {e}", self.uri)))?;
             let status = resp.status();
             let bytes = resp
                 .into_body()
@@ -101,9 +102,9 @@ impl OpenAiEmbedder {
                 .to_bytes();
             Ok::<_, EmbedError>((status, bytes))
         };
-        let (status, bytes) = tokio::time::timeout(self.opts.timeout, exchange)
-            .await
-            .map_err(|_| EmbedError::Unavailable(format!("{}: no answer within {:?}", self.uri, self.opts.timeout)))??;
+        let (status, bytes) = tokio::time::timeout(self.opts.timeout, exchange).await.map_err(|_| {
+            EmbedError::Unavailable(format!("{}: no answer within {:?}", self.uri, self.opts.timeout))
+        })??;
         if !status.is_success() {
             let text: String = String::from_utf8_lossy(&bytes).chars().take(300).collect();
             return Err(EmbedError::Unavailable(format!("{} answered {status}: {text}", self.uri)));
@@ -118,7 +119,8 @@ impl OpenAiEmbedder {
                     self.opts.dim
                 )));
             }
-            let slot = out.get_mut(d.index).ok_or_else(|| EmbedError::Protocol(format!("index {} out of range", d.index)))?;
+            let slot =
+                out.get_mut(d.index).ok_or_else(|| EmbedError::Protocol(format!("index {} out of range", d.index)))?;
             let mut v = d.embedding;
             crate::normalize(&mut v);
             *slot = Some(v);

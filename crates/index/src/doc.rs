@@ -137,14 +137,23 @@ mod tests {
         assert_eq!(d.len(), 1);
         assert_eq!(d[0].role, "tool");
         let long = "line\n".repeat(1000);
-        let d = event_docs(&e, Some(&long), LineRange { first_line: 10, last_line: 20 }, ChunkOptions { max_bytes: 1000 }, "ctx");
+        let d = event_docs(
+            &e,
+            Some(&long),
+            LineRange { first_line: 10, last_line: 20 },
+            ChunkOptions { max_bytes: 1000 },
+            "ctx",
+        );
         assert_eq!((d[0].source, d[0].context.as_str(), d[1].context.as_str()), ("event", "ctx", ""));
         assert_eq!(d.iter().filter(|x| x.source == "artifact").count(), 5);
         assert_eq!(d[2].chunk_first_line, 200);
         assert_eq!(d[2].lines.first_line, 10);
         let keys: std::collections::HashSet<u64> = d.iter().map(|x| x.doc_key).collect();
         assert_eq!(keys.len(), d.len());
-        assert_eq!(event_docs(&e, Some(&long), LineRange::UNKNOWN, ChunkOptions { max_bytes: 1000 }, "")[3].doc_key, d[3].doc_key);
+        assert_eq!(
+            event_docs(&e, Some(&long), LineRange::UNKNOWN, ChunkOptions { max_bytes: 1000 }, "")[3].doc_key,
+            d[3].doc_key
+        );
     }
 
     #[test]

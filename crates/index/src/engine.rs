@@ -272,16 +272,8 @@ impl SearchIndex {
             let q = embedder.embed(vec![req.query.clone()]).await?;
             if let Some(q) = q.first() {
                 let exact = idx.num_docs() <= self.opts.exact_knn_max;
-                vector_items = vectors::knn(
-                    self.store.pool(),
-                    ns,
-                    embedder.info(),
-                    q,
-                    &req.filter,
-                    req.candidates,
-                    exact,
-                )
-                .await?;
+                vector_items =
+                    vectors::knn(self.store.pool(), ns, embedder.info(), q, &req.filter, req.candidates, exact).await?;
             }
         }
 

@@ -1,6 +1,8 @@
 //! The tantivy schema and analyzer. Bump [`SCHEMA_VERSION`] whenever documents change shape or
 //! content: an index directory of another version is deleted and rebuilt from Postgres at open.
-use tantivy::schema::{FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions};
+use tantivy::schema::{
+    FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions,
+};
 use tantivy::tokenizer::{LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, TextAnalyzer};
 
 /// Version of the documents' shape and analysis; stored beside each index.

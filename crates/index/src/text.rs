@@ -239,12 +239,15 @@ impl NamespaceIndex {
         let mut cols: HashMap<u32, (tantivy::columnar::Column<u64>, tantivy::columnar::StrColumn)> = HashMap::new();
         let mut buf = String::new();
         for (score, addr) in top {
-            if !cols.contains_key(&addr.segment_ord) {
-                let ff = searcher.segment_reader(addr.segment_ord).fast_fields();
-                let ids = ff.str("event_id")?.ok_or_else(|| IndexError::Task("event_id is not a fast field".into()))?;
-                cols.insert(addr.segment_ord, (ff.u64("doc_key")?, ids));
-            }
-            let Some((keys, ids)) = cols.get(&addr.segment_ord) else { continue };
+            let (keys, ids) = match cols.entry(addr.segment_ord) {
+                std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    let ff = searcher.segment_reader(addr.segment_ord).fast_fields();
+                    let ids =
+                        ff.str("event_id")?.ok_or_else(|| IndexError::Task("event_id is not a fast field".into()))?;
+                    v.insert((ff.u64("doc_key")?, ids))
+                }
+            };
             let doc_key = keys.first(addr.doc_id).unwrap_or(0);
             let Some(ord) = ids.ords().first(addr.doc_id) else { continue };
             ids.ord_to_str(ord, &mut buf).map_err(|e| IndexError::Task(e.to_string()))?;

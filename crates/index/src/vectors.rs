@@ -179,10 +179,12 @@ pub(crate) async fn knn(
         q.fetch_all(pool).await?
     } else {
         let mut tx = pool.begin().await?;
-        sqlx::query("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', $1, true)")
-            .bind(n.clamp(40, 1000).to_string())
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', $1, true)",
+        )
+        .bind(n.clamp(40, 1000).to_string())
+        .execute(&mut *tx)
+        .await?;
         let rows = q.fetch_all(&mut *tx).await?;
         tx.commit().await?;
         rows

@@ -20,9 +20,9 @@ use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
+use crate::IndexError;
 use crate::doc::embed_text;
 use crate::vectors::{VectorRow, ensure_model_index, insert};
-use crate::IndexError;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkerOptions {
@@ -247,7 +247,8 @@ async fn read_loop(s: Arc<Shared>, tx: mpsc::Sender<Job>, mut stop: watch::Recei
         for (namespace_id, session_id, done, head) in claimed {
             let upto = head.min(done + u64::from(s.opts.events_per_job));
             let range = SeqRange { from: done + 1, to: Some(upto) };
-            let job = match s.store.events_in_range(namespace_id, session_id, range, s.opts.events_per_job, None).await {
+            let job = match s.store.events_in_range(namespace_id, session_id, range, s.opts.events_per_job, None).await
+            {
                 Ok(page) => Job { namespace_id, session_id, upto, events: page.events },
                 Err(e) => {
                     record_error(&s, "reading events", &e.into());
@@ -369,7 +370,12 @@ async fn embed_job(s: &Shared, job: Job) -> Result<(), IndexError> {
         c.batches.fetch_add(1, Ordering::Relaxed);
         c.embedded_bytes.fetch_add(bytes, Ordering::Relaxed);
         if vectors.len() != batch.len() {
-            return Err(memex_embed::EmbedError::Protocol(format!("{} vectors for {} texts", vectors.len(), batch.len())).into());
+            return Err(memex_embed::EmbedError::Protocol(format!(
+                "{} vectors for {} texts",
+                vectors.len(),
+                batch.len()
+            ))
+            .into());
         }
         for ((e, _), vector) in batch.iter().zip(vectors) {
             rows.push(VectorRow {

@@ -83,10 +83,7 @@ impl Bm25 {
             .zip(&self.lens)
             .map(|(tf, &len)| {
                 let norm = if self.avg_len > 0.0 { k1 * (1.0 - b + b * len as f32 / self.avg_len) } else { k1 };
-                weights
-                    .iter()
-                    .filter_map(|(t, w)| tf.get(*t).map(|&f| w * f as f32 / (f as f32 + norm)))
-                    .sum()
+                weights.iter().filter_map(|(t, w)| tf.get(*t).map(|&f| w * f as f32 / (f as f32 + norm))).sum()
             })
             .collect()
     }

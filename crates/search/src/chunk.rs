@@ -80,14 +80,23 @@ mod tests {
 
     #[test]
     fn short_text_is_one_chunk_and_empty_text_too() {
-        assert_eq!(chunk_text("", ChunkOptions::default()), vec![Chunk { start: 0, end: 0, first_line: 0, last_line: 0 }]);
-        assert_eq!(chunk_text("a\nb\n", ChunkOptions::default()), vec![Chunk { start: 0, end: 4, first_line: 0, last_line: 1 }]);
+        assert_eq!(
+            chunk_text("", ChunkOptions::default()),
+            vec![Chunk { start: 0, end: 0, first_line: 0, last_line: 0 }]
+        );
+        assert_eq!(
+            chunk_text("a\nb\n", ChunkOptions::default()),
+            vec![Chunk { start: 0, end: 4, first_line: 0, last_line: 1 }]
+        );
     }
 
     #[test]
     fn cuts_prefer_line_ends_then_spaces() {
         let c = chunk_text("aaa\nbbb\nccc\n", ChunkOptions { max_bytes: 8 });
-        assert_eq!(c.iter().map(|c| (c.start, c.end, c.first_line, c.last_line)).collect::<Vec<_>>(), vec![(0, 8, 0, 1), (8, 12, 2, 2)]);
+        assert_eq!(
+            c.iter().map(|c| (c.start, c.end, c.first_line, c.last_line)).collect::<Vec<_>>(),
+            vec![(0, 8, 0, 1), (8, 12, 2, 2)]
+        );
         let c = chunk_text("alpha beta gamma", ChunkOptions { max_bytes: 8 });
         assert_eq!(c.iter().map(|c| (c.start, c.end)).collect::<Vec<_>>(), vec![(0, 6), (6, 11), (11, 16)]);
     }

@@ -15,7 +15,8 @@ pub fn tokenize(text: &str) -> Vec<String> {
         if raw.is_empty() || raw.len() >= MAX_TOKEN_BYTES {
             continue;
         }
-        let lower = if raw.is_ascii() { raw.to_ascii_lowercase() } else { raw.chars().flat_map(char::to_lowercase).collect() };
+        let lower =
+            if raw.is_ascii() { raw.to_ascii_lowercase() } else { raw.chars().flat_map(char::to_lowercase).collect() };
         out.push(stemmer.stem(&lower).into_owned());
     }
     out
@@ -25,13 +26,13 @@ pub fn tokenize(text: &str) -> Vec<String> {
 /// "when did Caroline go to the support group" searches for "caroline support group" — scoring
 /// "did" and "the" against millions of chunks costs time and adds noise that IDF only dampens.
 pub const STOPWORDS: &[&str] = &[
-    "a", "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "been", "before",
-    "being", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "done", "during", "each", "for",
-    "from", "had", "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how", "i", "if", "in",
-    "into", "is", "it", "its", "just", "me", "might", "more", "most", "my", "no", "nor", "not", "of", "on", "or",
-    "our", "ours", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them",
-    "then", "there", "these", "they", "this", "those", "to", "too", "us", "very", "was", "we", "were", "what",
-    "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours",
+    "a", "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "been", "before", "being",
+    "both", "but", "by", "can", "could", "did", "do", "does", "doing", "done", "during", "each", "for", "from", "had",
+    "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it",
+    "its", "just", "me", "might", "more", "most", "my", "no", "nor", "not", "of", "on", "or", "our", "ours", "she",
+    "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "then", "there", "these", "they",
+    "this", "those", "to", "too", "us", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who",
+    "whom", "why", "will", "with", "would", "you", "your", "yours",
 ];
 
 /// The terms a query searches for: its tokens without stopwords, deduplicated, in first-seen
@@ -59,7 +60,10 @@ mod tests {
 
     #[test]
     fn queries_keep_their_content_words() {
-        assert_eq!(query_terms("When did Caroline go to the support group?"), vec!["carolin", "go", "support", "group"]);
+        assert_eq!(
+            query_terms("When did Caroline go to the support group?"),
+            vec!["carolin", "go", "support", "group"]
+        );
         assert_eq!(query_terms("what is it"), vec!["what", "is", "it"]);
         assert_eq!(query_terms("test tests testing"), vec!["test"]);
         assert!(query_terms("").is_empty());

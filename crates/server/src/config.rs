@@ -321,7 +321,8 @@ impl Config {
             return bad("ingest.excerpt_bytes must not exceed ingest.artifact_threshold_bytes");
         }
         let s = &self.search;
-        let weights_ok = [s.bm25_weight, s.vector_weight, s.rrf_k, s.context_weight].iter().all(|w| w.is_finite() && *w >= 0.0);
+        let weights_ok =
+            [s.bm25_weight, s.vector_weight, s.rrf_k, s.context_weight].iter().all(|w| w.is_finite() && *w >= 0.0);
         if !weights_ok || (s.bm25_weight == 0.0 && s.vector_weight == 0.0) {
             return bad(
                 "search.bm25_weight, vector_weight, rrf_k and context_weight must be finite and >= 0, the weights not both 0",

@@ -20,7 +20,11 @@ pub fn embedder(e: &EmbeddingConfig) -> Result<Option<Arc<dyn Embedder>>, EmbedE
     Ok(match e.provider {
         EmbeddingProvider::None => None,
         EmbeddingProvider::Minilm => {
-            let opts = MiniLmOptions { name: name("all-MiniLM-L6-v2"), batch_size: e.batch_size.min(64), ..Default::default() };
+            let opts = MiniLmOptions {
+                name: name("all-MiniLM-L6-v2"),
+                batch_size: e.batch_size.min(64),
+                ..Default::default()
+            };
             Some(Arc::new(MiniLm::load(std::path::Path::new(&e.model_dir), opts)?))
         }
         EmbeddingProvider::Openai => Some(Arc::new(OpenAiEmbedder::new(OpenAiOptions {

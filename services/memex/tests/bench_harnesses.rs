@@ -5,13 +5,22 @@
 use serde_json::{Value, json};
 
 fn turn(role: &str, content: &str, has_answer: bool) -> Value {
-    if has_answer { json!({"role": role, "content": content, "has_answer": true}) } else { json!({"role": role, "content": content}) }
+    if has_answer {
+        json!({"role": role, "content": content, "has_answer": true})
+    } else {
+        json!({"role": role, "content": content})
+    }
 }
 
 /// Four questions: a single-session one, a multi-session one, an abstention (skipped) and one whose
 /// evidence is only in an assistant turn (gold empty: counted in the n=470-style average only).
 fn fixture() -> Value {
-    let noise = |i: usize| vec![turn("user", &format!("tell me a recipe for soup number {i}"), false), turn("assistant", "here is a soup", false)];
+    let noise = |i: usize| {
+        vec![
+            turn("user", &format!("tell me a recipe for soup number {i}"), false),
+            turn("assistant", "here is a soup", false),
+        ]
+    };
     let hay = |answers: Vec<(&str, Vec<Value>)>| {
         let mut ids = Vec::new();
         let mut sessions = Vec::new();
@@ -36,7 +45,13 @@ fn fixture() -> Value {
         ("answer_b1", vec![turn("user", "my sister Alice adopted a kitten", true)]),
         ("answer_b2", vec![turn("assistant", "ok", false), turn("user", "Alice named the kitten Miso", true)]),
     ]);
-    let (i4, s4, d4) = hay(vec![("answer_c1", vec![turn("user", "what is the capital of Peru?", false), turn("assistant", "Lima is the capital of Peru", true)])]);
+    let (i4, s4, d4) = hay(vec![(
+        "answer_c1",
+        vec![
+            turn("user", "what is the capital of Peru?", false),
+            turn("assistant", "Lima is the capital of Peru", true),
+        ],
+    )]);
     let q = |id: &str, ty: &str, text: &str, ids: &Vec<Value>, s: &Vec<Value>, d: &Vec<Value>, ans: Vec<&str>| {
         json!({"question_id": id, "question_type": ty, "question": text, "answer": "x", "question_date": "2023/06/01 (Thu) 12:00",
                "haystack_session_ids": ids, "haystack_dates": d, "haystack_sessions": s, "answer_session_ids": ans})
@@ -56,11 +71,11 @@ async fn longmemeval_harness_scores_a_small_file_like_the_official_code() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("lme.json");
     std::fs::write(&file, fixture().to_string()).unwrap();
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_memex"))
+    // The benchmark is its own process, as a user runs it.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_memex"))
         .args(["bench", "longmemeval", "--embedding", "none", "--database-url", &db.url, "--data"])
         .arg(&file)
         .output()
-        .await
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "stdout {stdout}\nstderr {}", String::from_utf8_lossy(&out.stderr));

@@ -194,7 +194,8 @@ pub async fn run(args: LocomoArgs) -> anyhow::Result<()> {
             p.embedded_events as f64 / secs,
             p.embed_seconds
         );
-        embed = json!({ "texts": p.embedded_events, "seconds": secs, "texts_per_sec": p.embedded_events as f64 / secs });
+        embed =
+            json!({ "texts": p.embedded_events, "seconds": secs, "texts_per_sec": p.embedded_events as f64 / secs });
     }
     let t2 = Instant::now();
     for ns in &namespaces {
@@ -218,7 +219,12 @@ pub async fn run(args: LocomoArgs) -> anyhow::Result<()> {
             let ranked: Vec<String> = hits.iter().filter_map(|h| dia_of.get(&h.event_id).cloned()).collect();
             scores.add(q, &ranked);
         }
-        eprintln!("{:<12} {}  ({:.1} ms/question)", strat.name, scores.line(None), t.elapsed().as_secs_f64() * 1e3 / questions.len() as f64);
+        eprintln!(
+            "{:<12} {}  ({:.1} ms/question)",
+            strat.name,
+            scores.line(None),
+            t.elapsed().as_secs_f64() * 1e3 / questions.len() as f64
+        );
         results.push((strat.clone(), scores));
     }
     let default_name = if kit.embedder.is_some() { "hybrid" } else { "bm25" };

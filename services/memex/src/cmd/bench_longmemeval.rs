@@ -157,7 +157,8 @@ pub async fn run(args: LongMemEvalArgs) -> anyhow::Result<()> {
             }
             turns_total += events.len();
             let sid = kit.session(&ns, "lme").await?;
-            for (id, turn) in kit.append(&ns, sid, events).await?.iter().flat_map(|o| o.event_ids.iter()).zip(turn_ids) {
+            for (id, turn) in kit.append(&ns, sid, events).await?.iter().flat_map(|o| o.event_ids.iter()).zip(turn_ids)
+            {
                 label.insert(*id, (data_sid.clone(), turn));
             }
         }
@@ -170,8 +171,9 @@ pub async fn run(args: LongMemEvalArgs) -> anyhow::Result<()> {
         req.filter = SearchFilter { roles: vec![Role::User], ..Default::default() };
         let hits = kit.index.search(ns.id, &req).await?.hits;
         let turns: Vec<String> = hits.iter().filter_map(|h| label.get(&h.event_id).map(|l| l.1.clone())).collect();
-        let sessions: Vec<String> =
-            first_appearance(&hits.iter().filter_map(|h| label.get(&h.event_id).map(|l| l.0.clone())).collect::<Vec<_>>());
+        let sessions: Vec<String> = first_appearance(
+            &hits.iter().filter_map(|h| label.get(&h.event_id).map(|l| l.0.clone())).collect::<Vec<_>>(),
+        );
         let kind = item["question_type"].as_str().unwrap_or("unknown").to_owned();
         for t in [&mut all, by_type.entry(kind).or_default()] {
             t.session.add(&sessions, &gold_sessions);
@@ -185,10 +187,8 @@ pub async fn run(args: LongMemEvalArgs) -> anyhow::Result<()> {
         }
     }
     let secs = t0.elapsed().as_secs_f64();
-    let types: serde_json::Map<String, Value> = by_type
-        .iter()
-        .map(|(k, t)| (k.clone(), json!({"session": t.session.json(), "turn": t.turn.json()})))
-        .collect();
+    let types: serde_json::Map<String, Value> =
+        by_type.iter().map(|(k, t)| (k.clone(), json!({"session": t.session.json(), "turn": t.turn.json()}))).collect();
     println!(
         "LongMemEval retrieval ({}; {} questions, {skipped_abs} abstention skipped; {turns_total} turns; {secs:.1} s)",
         known.unwrap_or("unpublished file"),

@@ -34,7 +34,10 @@ pub struct SearchBenchArgs {
     #[arg(long, default_value_t = 5000)]
     pub vector_events: usize,
     /// Source of event text (JSON lines with `messages[].content`, gzip).
-    #[arg(long, default_value = "../shared/bench-data/agent-traces/mini-swe-agent-gemini3pro-swebench-verified-500.jsonl.gz")]
+    #[arg(
+        long,
+        default_value = "../shared/bench-data/agent-traces/mini-swe-agent-gemini3pro-swebench-verified-500.jsonl.gz"
+    )]
     pub traces: PathBuf,
 }
 
@@ -47,7 +50,9 @@ fn trace_lines(path: &std::path::Path) -> anyhow::Result<Vec<String>> {
         let v: serde_json::Value = serde_json::from_str(&line?)?;
         for m in v["messages"].as_array().into_iter().flatten() {
             if let Some(c) = m["content"].as_str() {
-                lines.extend(c.lines().filter(|l| !l.trim().is_empty()).map(|l| l.chars().take(300).collect::<String>()));
+                lines.extend(
+                    c.lines().filter(|l| !l.trim().is_empty()).map(|l| l.chars().take(300).collect::<String>()),
+                );
             }
         }
     }
@@ -265,7 +270,8 @@ fn count_tokens(kit: &Kit, texts: &[String]) -> Option<usize> {
     if cfg.provider != memex_server::config::EmbeddingProvider::Minilm {
         return None;
     }
-    let m = memex_embed::MiniLm::load(std::path::Path::new(&cfg.model_dir), memex_embed::MiniLmOptions::default()).ok()?;
+    let m =
+        memex_embed::MiniLm::load(std::path::Path::new(&cfg.model_dir), memex_embed::MiniLmOptions::default()).ok()?;
     let refs: Vec<&str> = texts
         .iter()
         .map(|t| {

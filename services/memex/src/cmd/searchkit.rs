@@ -52,7 +52,8 @@ impl Kit {
             }
             (None, false) => None,
         };
-        let store = memex_server::connect_store(&config).await.context("connecting to the database (make run sets it up)")?;
+        let store =
+            memex_server::connect_store(&config).await.context("connecting to the database (make run sets it up)")?;
         store.migrate().await?;
         let embedder = memex_server::search::embedder(&config.embedding).context("loading the embedding model")?;
         let index = Arc::new(SearchIndex::new(
@@ -86,13 +87,21 @@ impl Kit {
     pub async fn session(&self, ns: &Namespace, agent: &str) -> anyhow::Result<Uuid> {
         let s = self
             .store
-            .create_session(ns.id, NewSession { agent_id: agent.into(), source_format: "memex".into(), ..Default::default() })
+            .create_session(
+                ns.id,
+                NewSession { agent_id: agent.into(), source_format: "memex".into(), ..Default::default() },
+            )
             .await?;
         Ok(s.id)
     }
 
     /// Appends `events` to a session in batches of at most 10,000.
-    pub async fn append(&self, ns: &Namespace, session: Uuid, events: Vec<EventInput>) -> anyhow::Result<Vec<AppendOutcome>> {
+    pub async fn append(
+        &self,
+        ns: &Namespace,
+        session: Uuid,
+        events: Vec<EventInput>,
+    ) -> anyhow::Result<Vec<AppendOutcome>> {
         let limits = BatchLimits::default();
         let mut out = Vec::new();
         let mut events = events;
@@ -100,10 +109,17 @@ impl Kit {
             let rest = events.split_off(events.len().min(limits.max_events));
             let batch = std::mem::replace(&mut events, rest);
             let fingerprint = batch_fingerprint(&session.to_string(), &batch);
-            let batch = prepare_batch(batch, &limits, &ArtifactPolicy::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let batch =
+                prepare_batch(batch, &limits, &ArtifactPolicy::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
             out.push(
                 self.store
-                    .append(AppendRequest { namespace_id: ns.id, session_id: session, batch, idempotency_key: None, fingerprint })
+                    .append(AppendRequest {
+                        namespace_id: ns.id,
+                        session_id: session,
+                        batch,
+                        idempotency_key: None,
+                        fingerprint,
+                    })
                     .await?,
             );
         }
