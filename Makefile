@@ -11,7 +11,7 @@ TEST_DATABASE_URL ?= postgres://memex_test:memex_test@127.0.0.1:5432/postgres
 CARGO             ?= cargo
 BIN               := $${CARGO_TARGET_DIR:-target}/release/memex
 
-.PHONY: run test setup toolchain db build release lint fmt bench-ingest clean-test-dbs
+.PHONY: run test setup toolchain db model build release lint fmt bench-ingest clean-test-dbs
 
 run: setup release
 	$(BIN) admin bootstrap --namespace default --key-file .memex/dev.key --database-url $(DATABASE_URL)
@@ -21,13 +21,16 @@ run: setup release
 test: setup
 	TEST_DATABASE_URL=$(TEST_DATABASE_URL) $(CARGO) test --workspace --locked
 
-setup: toolchain db
+setup: toolchain db model
 
 toolchain:
 	@bash scripts/setup-toolchain.sh
 
 db:
 	@bash scripts/setup-postgres.sh
+
+model:
+	@bash scripts/fetch-model.sh
 
 build:
 	$(CARGO) build --workspace --locked

@@ -5,6 +5,8 @@ mod auth;
 mod bad_input;
 mod concurrency;
 mod events;
+mod search;
+mod search_index;
 mod server;
 mod sessions;
 mod stream;

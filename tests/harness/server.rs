@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use memex_proto::v1::admin_service_client::AdminServiceClient;
 use memex_proto::v1::event_service_client::EventServiceClient;
+use memex_proto::v1::search_service_client::SearchServiceClient;
 use memex_proto::v1::session_service_client::SessionServiceClient;
 use memex_server::Config;
 use memex_store::{Access, Namespace, Store, StoreOptions};
@@ -42,6 +43,7 @@ pub struct Clients {
     pub events: EventServiceClient<Authed>,
     pub sessions: SessionServiceClient<Authed>,
     pub admin: AdminServiceClient<Authed>,
+    pub search: SearchServiceClient<Authed>,
     pub channel: Channel,
 }
 
@@ -59,6 +61,11 @@ impl TestServer {
         config.database.max_connections = 20;
         config.database.min_connections = 1;
         config.shutdown_grace_secs = 5;
+        // Each server gets its own text-index directory, and no embedding model unless a test asks
+        // for one (loading and running it would slow every other test down).
+        config.search.index_dir =
+            std::env::temp_dir().join(format!("memex-test-index-{}", db.name)).display().to_string();
+        config.embedding.provider = memex_server::config::EmbeddingProvider::None;
         tweak(&mut config);
         let store = Store::connect(&db.url, &StoreOptions { max_connections: 4, ..Default::default() })
             .await
@@ -111,7 +118,8 @@ impl TestServer {
                 .max_decoding_message_size(usize::MAX)
                 .max_encoding_message_size(usize::MAX),
             sessions: SessionServiceClient::with_interceptor(channel.clone(), bearer.clone()),
-            admin: AdminServiceClient::with_interceptor(channel.clone(), bearer),
+            admin: AdminServiceClient::with_interceptor(channel.clone(), bearer.clone()),
+            search: SearchServiceClient::with_interceptor(channel.clone(), bearer),
             channel,
         }
     }
@@ -143,5 +151,8 @@ impl TestServer {
 impl Drop for TestServer {
     fn drop(&mut self) {
         self.trigger_shutdown();
+        if self.config.search.index_dir.contains("memex-test-index-") {
+            let _ = std::fs::remove_dir_all(&self.config.search.index_dir);
+        }
     }
 }

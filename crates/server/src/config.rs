@@ -20,6 +20,8 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub ingest: IngestConfig,
     pub views: ViewsConfig,
+    pub search: SearchConfig,
+    pub embedding: EmbeddingConfig,
     /// After a shutdown signal, in-flight RPCs get this long to finish before they are cut off.
     pub shutdown_grace_secs: u64,
     pub log: LogConfig,
@@ -82,6 +84,71 @@ pub struct IngestConfig {
     pub group_commit_max_events: usize,
 }
 
+/// The search layer (`memex-index`): this replica's text indexes and the fusion defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SearchConfig {
+    /// Serve `SearchService` and keep the text indexes current.
+    pub enabled: bool,
+    /// This replica's tantivy indexes (one subdirectory per namespace). Derived state: deleting it
+    /// is safe; it is rebuilt from Postgres.
+    pub index_dir: String,
+    /// Default fusion weights and RRF constant when a request leaves them unset.
+    pub bm25_weight: f32,
+    pub vector_weight: f32,
+    pub rrf_k: f32,
+    /// Default weight of a match in the preceding events' text (see `context_events`).
+    pub context_weight: f32,
+    /// Each event's first chunk also indexes the text of this many preceding events of its
+    /// session, up to `context_bytes` of each (changing them needs `memex reindex`).
+    pub context_events: usize,
+    pub context_bytes: usize,
+    /// Default candidates per list before fusion.
+    pub candidates: usize,
+    /// Default MMR lambda.
+    pub mmr_lambda: f32,
+    /// Largest index chunk of event or artifact text, in bytes.
+    pub chunk_bytes: usize,
+    /// Index at most this many bytes of each artifact's text (0: no artifact text).
+    pub max_artifact_bytes: usize,
+    /// Namespaces with at most this many chunks use exact k-NN rather than the HNSW index.
+    pub exact_knn_max: u64,
+    /// How often the background loop catches every namespace's index up, in milliseconds.
+    pub sync_interval_ms: u64,
+}
+
+/// Embeddings: which model, and the background worker that computes them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EmbeddingConfig {
+    /// `minilm` (all-MiniLM-L6-v2 run locally; fetched by `scripts/fetch-model.sh`), `openai` (an
+    /// OpenAI-compatible `/v1/embeddings` server) or `none` (BM25 only).
+    pub provider: EmbeddingProvider,
+    /// The MiniLM model directory.
+    pub model_dir: String,
+    /// The model name vectors are tagged with (and, for `openai`, sent as `model`). Empty: the
+    /// provider's default (`all-MiniLM-L6-v2`). Changing it re-embeds every event.
+    pub model: String,
+    /// For `openai`: base URL (`http://host:port/v1`), vector dimension, key and timeout.
+    pub base_url: String,
+    pub dim: usize,
+    pub api_key: String,
+    pub timeout_secs: u64,
+    /// Run the background embedding worker on this replica.
+    pub worker: bool,
+    /// Texts per embedding call, and jobs queued between the reader and the model.
+    pub batch_size: usize,
+    pub queue_capacity: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EmbeddingProvider {
+    Minilm,
+    Openai,
+    None,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ViewsConfig {
@@ -122,6 +189,8 @@ impl Default for Config {
             limits: LimitsConfig::default(),
             ingest: IngestConfig::default(),
             views: ViewsConfig::default(),
+            search: SearchConfig::default(),
+            embedding: EmbeddingConfig::default(),
             shutdown_grace_secs: 30,
             log: LogConfig::default(),
         }
@@ -172,6 +241,44 @@ impl Default for IngestConfig {
     }
 }
 
+impl Default for SearchConfig {
+    fn default() -> Self {
+        SearchConfig {
+            enabled: true,
+            index_dir: "data/index".to_owned(),
+            bm25_weight: 1.0,
+            vector_weight: 1.0,
+            rrf_k: 60.0,
+            context_weight: 0.5,
+            context_events: 2,
+            context_bytes: 512,
+            candidates: 100,
+            mmr_lambda: 0.7,
+            chunk_bytes: 2048,
+            max_artifact_bytes: 1 << 20,
+            exact_knn_max: 50_000,
+            sync_interval_ms: 1000,
+        }
+    }
+}
+
+impl Default for EmbeddingConfig {
+    fn default() -> Self {
+        EmbeddingConfig {
+            provider: EmbeddingProvider::Minilm,
+            model_dir: "models/all-MiniLM-L6-v2".to_owned(),
+            model: String::new(),
+            base_url: String::new(),
+            dim: 0,
+            api_key: String::new(),
+            timeout_secs: 30,
+            worker: true,
+            batch_size: 64,
+            queue_capacity: 4,
+        }
+    }
+}
+
 impl Default for LogConfig {
     fn default() -> Self {
         LogConfig { format: LogFormat::Text, filter: "info,sqlx=warn".to_owned() }
@@ -188,7 +295,8 @@ pub enum ConfigError {
 
 /// The top-level keys `MEMEX_*` variables may set; other `MEMEX_*` variables (such as the client's
 /// `MEMEX_API_KEY`) are not configuration and are ignored here.
-const SECTIONS: [&str; 8] = ["listen", "database", "auth", "limits", "ingest", "views", "shutdown_grace_secs", "log"];
+const SECTIONS: [&str; 10] =
+    ["listen", "database", "auth", "limits", "ingest", "views", "search", "embedding", "shutdown_grace_secs", "log"];
 
 impl Config {
     /// Loads the layered configuration. `file` is read if it exists (a missing default file is
@@ -230,6 +338,24 @@ impl Config {
         if self.ingest.excerpt_bytes > self.ingest.artifact_threshold_bytes {
             return bad("ingest.excerpt_bytes must not exceed ingest.artifact_threshold_bytes");
         }
+        let s = &self.search;
+        let weights_ok =
+            [s.bm25_weight, s.vector_weight, s.rrf_k, s.context_weight].iter().all(|w| w.is_finite() && *w >= 0.0);
+        if !weights_ok || (s.bm25_weight == 0.0 && s.vector_weight == 0.0) {
+            return bad(
+                "search.bm25_weight, vector_weight, rrf_k and context_weight must be finite and >= 0, the weights not both 0",
+            );
+        }
+        if !(0.0..=1.0).contains(&s.mmr_lambda) || s.candidates == 0 || s.chunk_bytes < 64 {
+            return bad("search.mmr_lambda must be 0..=1, search.candidates > 0, search.chunk_bytes >= 64");
+        }
+        let e = &self.embedding;
+        if e.provider == EmbeddingProvider::Openai && (e.base_url.is_empty() || e.dim == 0 || e.model.is_empty()) {
+            return bad("embedding.provider = \"openai\" needs embedding.base_url, embedding.model and embedding.dim");
+        }
+        if e.batch_size == 0 || e.queue_capacity == 0 {
+            return bad("embedding.batch_size and embedding.queue_capacity must be > 0");
+        }
         Ok(())
     }
 
@@ -237,6 +363,9 @@ impl Config {
     pub fn redacted(&self) -> String {
         let mut copy = self.clone();
         copy.database.url = redact_url(&copy.database.url);
+        if !copy.embedding.api_key.is_empty() {
+            copy.embedding.api_key = "***".to_owned();
+        }
         toml::to_string(&copy).unwrap_or_else(|e| format!("<unprintable config: {e}>"))
     }
 

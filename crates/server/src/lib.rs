@@ -9,6 +9,7 @@ pub mod auth;
 pub mod config;
 mod convert;
 pub mod metrics;
+pub mod search;
 mod service;
 mod state;
 pub mod status;
@@ -21,6 +22,7 @@ use std::time::Duration;
 
 use memex_proto::v1::admin_service_server::AdminServiceServer;
 use memex_proto::v1::event_service_server::EventServiceServer;
+use memex_proto::v1::search_service_server::SearchServiceServer;
 use memex_proto::v1::session_service_server::SessionServiceServer;
 use memex_proto::v1::view_service_server::ViewServiceServer;
 use memex_store::{Store, StoreOptions};
@@ -41,6 +43,10 @@ pub enum ServerError {
     Transport(#[from] tonic::transport::Error),
     #[error("reflection service: {0}")]
     Reflection(#[from] tonic_reflection::server::Error),
+    #[error("embedding model: {0}")]
+    Embed(#[from] memex_embed::EmbedError),
+    #[error("search index: {0}")]
+    Index(#[from] memex_index::IndexError),
 }
 
 /// Connects the store described by `config.database`.
@@ -75,7 +81,11 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Ou
         store.migrate().await?;
         tracing::info!("database migrations applied");
     }
-    let state = Arc::new(AppState::new(store.clone(), &config));
+    let mut state = AppState::new(store.clone(), &config);
+    let lines = Arc::new(views::ViewLineRanges(state.views.clone()));
+    let search = search::SearchRuntime::start(&config, store.clone(), lines).await?;
+    state.search = search.as_ref().map(|s| s.index.clone());
+    let state = Arc::new(state);
     // tonic refuses messages beyond this outright (OUT_OF_RANGE); up to it, handlers refuse
     // messages over the configured limit with INVALID_ARGUMENT naming the limit.
     let hard_limit = config.limits.max_message_bytes.saturating_mul(2);
@@ -85,6 +95,7 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Ou
     health_reporter.set_serving::<SessionServiceServer<service::sessions::Sessions>>().await;
     health_reporter.set_serving::<AdminServiceServer<service::admin::Admin>>().await;
     health_reporter.set_serving::<ViewServiceServer<service::views::Views>>().await;
+    health_reporter.set_serving::<SearchServiceServer<service::search::Search>>().await;
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(memex_proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -120,6 +131,9 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Ou
             ViewServiceServer::new(service::views::Views::new(state.clone()))
                 .max_decoding_message_size(hard_limit)
                 .max_encoding_message_size(usize::MAX),
+        )
+        .add_service(
+            SearchServiceServer::new(service::search::Search::new(state.clone())).max_decoding_message_size(hard_limit),
         );
 
     let grace = config.shutdown_grace();
@@ -139,6 +153,9 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Ou
         _ = async { if fired_rx.await.is_ok() { tokio::time::sleep(grace).await } else { std::future::pending().await } } => {
             tracing::warn!(grace_secs = grace.as_secs(), "grace period over: cutting off the RPCs still running");
         }
+    }
+    if let Some(search) = search {
+        search.stop().await;
     }
     store.pool().close().await;
     tracing::info!("memex stopped");

@@ -16,6 +16,9 @@ pub struct AppState {
     pub max_import_bytes: usize,
     pub metrics: Metrics,
     pub views: Views,
+    /// The search layer; None when `search.enabled = false`.
+    pub search: Option<std::sync::Arc<memex_index::SearchIndex>>,
+    pub search_defaults: crate::config::SearchConfig,
 }
 
 impl AppState {
@@ -40,6 +43,8 @@ impl AppState {
             max_message_bytes: config.limits.max_message_bytes,
             max_import_bytes: config.limits.max_import_bytes,
             metrics: Metrics::new(),
+            search: None,
+            search_defaults: config.search.clone(),
         }
     }
 }

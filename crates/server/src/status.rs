@@ -1,6 +1,7 @@
 //! The one table mapping domain errors to gRPC statuses. A caller's mistake is never `INTERNAL`;
 //! internal failures are logged here, where they are handled, and answered without details.
 use memex_event::FieldError;
+use memex_index::IndexError;
 use memex_store::StoreError;
 use tonic::Status;
 
@@ -28,6 +29,25 @@ pub fn store_status(e: &StoreError) -> Status {
         }
         StoreError::Database(_) | StoreError::Migrate(_) | StoreError::Compression(_) => {
             tracing::error!(error = %e, "internal error");
+            Status::internal("internal error (logged on the server)")
+        }
+    }
+}
+
+pub fn index_status(e: &IndexError) -> Status {
+    match e {
+        IndexError::Invalid(f) => field_status(f),
+        IndexError::Store(s) => store_status(s),
+        IndexError::Embed(memex_embed::EmbedError::Unavailable(_)) => {
+            tracing::warn!(error = %e, "embedding server unavailable");
+            Status::unavailable("the embedding server is unavailable; retry, or search with vector_weight = 0")
+        }
+        IndexError::Database(sqlx::Error::PoolTimedOut) => {
+            tracing::warn!("database pool exhausted");
+            Status::unavailable("the database is overloaded; retry with backoff")
+        }
+        _ => {
+            tracing::error!(error = %e, "search failed");
             Status::internal("internal error (logged on the server)")
         }
     }

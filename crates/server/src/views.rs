@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
-use memex_store::{Namespace, SeqRange, Session, Store};
+use memex_store::{SeqRange, Session, Store};
 use memex_vcc::{CompileOptions, CompiledTrace, InputFormat};
 use opentelemetry::metrics::Counter;
 use tonic::Status;
@@ -73,6 +73,7 @@ impl CompiledSession {
     }
 }
 
+#[derive(Clone)]
 pub struct Views {
     store: Store,
     cache: moka::future::Cache<(Uuid, u64), Arc<CompiledSession>>,
@@ -142,14 +143,14 @@ impl Views {
     }
 
     /// The current version of a session, compiled.
-    pub async fn compiled(&self, ns: &Namespace, session_id: Uuid) -> Result<Arc<CompiledSession>, Status> {
+    pub async fn compiled(&self, ns: Uuid, session_id: Uuid) -> Result<Arc<CompiledSession>, Status> {
         if let Some(hit) = self.read_only.get(&session_id).await
-            && hit.session.namespace_id == ns.id
+            && hit.session.namespace_id == ns
         {
             self.hits.add(1, &[]);
             return Ok(hit);
         }
-        let session = self.store.session(ns.id, session_id).await.map_err(|e| store_status(&e))?;
+        let session = self.store.session(ns, session_id).await.map_err(|e| store_status(&e))?;
         let key = (session.id, session.event_count);
         if let Some(hit) = self.cache.get(&key).await {
             self.hits.add(1, &[]);
@@ -157,7 +158,7 @@ impl Views {
         }
         self.misses.add(1, &[]);
         let store = self.store.clone();
-        let ns_id = ns.id;
+        let ns_id = ns;
         let compiled = self
             .cache
             .try_get_with(key, async move {
@@ -185,19 +186,82 @@ impl Views {
     /// gets the lines of all that record's blocks.
     pub async fn event_lines(
         &self,
-        ns: &Namespace,
+        ns: Uuid,
         session_id: Uuid,
         seqs: &[u64],
     ) -> Result<HashMap<u64, EventLines>, Status> {
         let compiled = self.compiled(ns, session_id).await?;
-        let records: Vec<(u64, u32)> = if compiled.session.source.is_some() {
+        let records = self.source_lines(ns, &compiled, seqs).await?;
+        Ok(records.into_iter().filter_map(|(seq, line)| Some((seq, compiled.lines_of_record(line)?))).collect())
+    }
+
+    /// The input record line each event (by seq) was compiled from.
+    pub async fn source_lines(
+        &self,
+        ns: Uuid,
+        compiled: &CompiledSession,
+        seqs: &[u64],
+    ) -> Result<Vec<(u64, u32)>, Status> {
+        if compiled.session.source.is_some() {
             let seqs: Vec<i64> = seqs.iter().map(|s| *s as i64).collect();
-            self.store.event_source_lines(ns.id, session_id, &seqs).await.map_err(|e| store_status(&e))?
+            self.store.event_source_lines(ns, compiled.session.id, &seqs).await.map_err(|e| store_status(&e))
         } else {
             // A session's own events are compiled from their export, one line per seq.
-            seqs.iter().filter_map(|s| Some((*s, u32::try_from(*s).ok()?))).collect()
-        };
-        Ok(records.into_iter().filter_map(|(seq, line)| Some((seq, compiled.lines_of_record(line)?))).collect())
+            Ok(seqs.iter().filter_map(|s| Some((*s, u32::try_from(*s).ok()?))).collect())
+        }
+    }
+}
+
+impl Views {
+    /// Whether a session is an imported trace (read-only: its lines never move).
+    async fn is_imported(&self, ns: Uuid, session_id: Uuid) -> Result<bool, Status> {
+        if self.read_only.contains_key(&session_id) {
+            return Ok(true);
+        }
+        let session = self.store.session(ns, session_id).await.map_err(|e| store_status(&e))?;
+        Ok(session.source.is_some())
+    }
+}
+
+/// The search index's line-range seam, answered from compiled views. While indexing, only
+/// imported sessions get ranges (their views never change); a live session's hits get theirs at
+/// query time from the cached compile of its current version, so a range is never stale.
+pub struct ViewLineRanges(pub Views);
+
+impl memex_index::LineRanges for ViewLineRanges {
+    fn line_ranges<'a>(
+        &'a self,
+        namespace_id: Uuid,
+        session_id: Uuid,
+        events: &'a [memex_index::EventLines],
+        when: memex_index::LineLookup,
+    ) -> futures::future::BoxFuture<'a, Result<Vec<memex_index::LineRange>, memex_index::IndexError>> {
+        use memex_index::LineRange;
+        Box::pin(async move {
+            let unknown = vec![LineRange::UNKNOWN; events.len()];
+            let lookup = async {
+                if when == memex_index::LineLookup::Indexing && !self.0.is_imported(namespace_id, session_id).await? {
+                    return Ok(None);
+                }
+                let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+                self.0.event_lines(namespace_id, session_id, &seqs).await.map(Some)
+            };
+            // A view that cannot be compiled costs a hit its line range, never the search itself.
+            match lookup.await {
+                Ok(Some(lines)) => Ok(events
+                    .iter()
+                    .map(|e| match lines.get(&e.seq) {
+                        Some(l) => LineRange { first_line: u64::from(l.first_line), last_line: u64::from(l.last_line) },
+                        None => LineRange::UNKNOWN,
+                    })
+                    .collect()),
+                Ok(None) => Ok(unknown),
+                Err(status) => {
+                    tracing::warn!(session = %session_id, error = %status.message(), "full-view lines unavailable");
+                    Ok(unknown)
+                }
+            }
+        })
     }
 }
 

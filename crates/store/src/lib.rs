@@ -12,6 +12,7 @@ mod append;
 mod artifacts;
 mod error;
 mod group;
+mod heads;
 mod import;
 mod keys;
 mod model;

@@ -33,6 +33,8 @@ enum Command {
     Artifact(cmd::client::ArtifactArgs),
     /// Import a raw agent trace into a new session of a running server; prints the session id.
     Import(cmd::client::ImportArgs),
+    /// Rebuild this replica's text indexes from Postgres.
+    Reindex(cmd::reindex::ReindexArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
@@ -53,6 +55,7 @@ fn main() -> ExitCode {
         Command::Events(a) => cmd::runtime().and_then(|rt| rt.block_on(cmd::client::events(a))),
         Command::Artifact(a) => cmd::runtime().and_then(|rt| rt.block_on(cmd::client::artifact(a))),
         Command::Import(a) => cmd::runtime().and_then(|rt| rt.block_on(cmd::client::import(a))),
+        Command::Reindex(a) => cmd::runtime().and_then(|rt| rt.block_on(cmd::reindex::run(a))),
         Command::Bench(c) => cmd::runtime().and_then(|rt| rt.block_on(cmd::bench::run(c))),
     };
     match result {

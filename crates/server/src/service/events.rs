@@ -70,7 +70,7 @@ impl AppState {
         }
         for (session, seqs) in by_session {
             let id = parse_uuid("session_id", &session)?;
-            let lines = self.views.event_lines(ns, id, &seqs).await?;
+            let lines = self.views.event_lines(ns.id, id, &seqs).await?;
             for e in events.iter_mut().filter(|e| e.session_id == session) {
                 e.lines = lines.get(&e.seq).map(|l| pb::FullViewLines {
                     chain: l.chain,

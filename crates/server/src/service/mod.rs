@@ -2,5 +2,6 @@
 //! calls the store and converts the answer. Decisions live in `memex-event` and `memex-store`.
 pub mod admin;
 pub mod events;
+pub mod search;
 pub mod sessions;
 pub mod views;

@@ -1,4 +1,5 @@
 //! `memex.v1.ViewService`: import traces, compile views, dereference pointers.
+use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -6,9 +7,11 @@ use futures::Stream;
 use memex_event::{BatchLimits, EventInput, prepare_batch};
 use memex_proto::v1 as pb;
 use memex_proto::v1::view_service_server::ViewService;
+use memex_search::{Bm25Blocks, ScoredBlocks};
 use memex_store::{Access, ImportRequest, NewSession};
 use memex_vcc::{
-    Chain, CompileError, CompileOptions, InputFormat, LineKind, LineRange, PredicateSpec, TransposedEntry, UiOptions,
+    Chain, CompileError, CompileOptions, InputFormat, LineKind, LineRange, Predicate, PredicateSpec, RoleFilter,
+    TransposedEntry, UiOptions,
 };
 use tonic::{Request, Response, Status, Streaming};
 
@@ -266,19 +269,13 @@ impl ViewService for Views {
         if kind == pb::ViewKind::Unspecified {
             return Err(Status::invalid_argument("view: choose VIEW_KIND_FULL, _UI, _ADAPTIVE or _INDEX"));
         }
-        let predicate = match (&r.predicate, kind) {
-            (Some(p), _) => {
-                predicate_spec(p)?.build().map_err(|e| Status::invalid_argument(format!("predicate: {e}")))?
-            }
-            (None, pb::ViewKind::Adaptive | pb::ViewKind::Index) => None,
-            (None, _) => None,
-        };
-        if matches!(kind, pb::ViewKind::Adaptive | pb::ViewKind::Index) && predicate.is_none() {
+        let search = r.predicate.as_ref().map(parse_predicate).transpose()?;
+        if matches!(kind, pb::ViewKind::Adaptive | pb::ViewKind::Index) && search.is_none() {
             return Err(Status::invalid_argument(
-                "predicate: the adaptive and index views need a regex, literal or terms",
+                "predicate: the adaptive and index views need a regex, literal, terms or a ranker",
             ));
         }
-        let compiled = st.views.compiled(&ns, session_id).await?;
+        let compiled = st.views.compiled(ns.id, session_id).await?;
         let chains = compiled.trace.chains();
         let n = chains.len();
         let version = compiled.session.event_count;
@@ -286,12 +283,16 @@ impl ViewService for Views {
             let info = pb::ViewInfo { file_name: String::new(), chains: 0, full_lines: 0, size: 0, version };
             return Ok(Response::new(text_stream(info, bytes::Bytes::new())));
         }
+        let predicates = match (&search, kind) {
+            (Some(search), pb::ViewKind::Adaptive | pb::ViewKind::Index) => {
+                predicates(st, ns.id, &compiled, search).await?
+            }
+            _ => Vec::new(),
+        };
         let (text, chain, file_name) = match kind {
             pb::ViewKind::Index => {
-                let views: Vec<(&Chain, Vec<memex_vcc::Hit>)> = match &predicate {
-                    Some(p) => chains.iter().map(|c| (c, c.adaptive_view(p.as_ref()).hits)).collect(),
-                    None => Vec::new(),
-                };
+                let views: Vec<(&Chain, Vec<memex_vcc::Hit>)> =
+                    chains.iter().zip(&predicates).map(|(c, p)| (c, c.adaptive_view(p.as_ref()).hits)).collect();
                 let entries: Vec<TransposedEntry<'_>> = views
                     .iter()
                     .map(|(c, hits)| TransposedEntry { reference: c.files().full.clone(), chain: c, hits })
@@ -310,8 +311,12 @@ impl ViewService for Views {
                         (bytes::Bytes::from(chain.ui_view(&opts).text), chain, chain.files().ui.clone())
                     }
                     _ => {
-                        let p = predicate.as_deref().ok_or_else(|| Status::invalid_argument("predicate: required"))?;
-                        (bytes::Bytes::from(chain.adaptive_view(p).text), chain, chain.files().adaptive.clone())
+                        let p = predicates.get(i).ok_or_else(|| Status::invalid_argument("predicate: required"))?;
+                        (
+                            bytes::Bytes::from(chain.adaptive_view(p.as_ref()).text),
+                            chain,
+                            chain.files().adaptive.clone(),
+                        )
                     }
                 }
             }
@@ -348,7 +353,7 @@ impl ViewService for Views {
         if last - first >= MAX_READ_LINES {
             return Err(Status::invalid_argument(format!("last_line: at most {MAX_READ_LINES} lines per call")));
         }
-        let compiled = st.views.compiled(&ns, session_id).await?;
+        let compiled = st.views.compiled(ns.id, session_id).await?;
         let chains = compiled.trace.chains();
         let i = chain_index(chain, chains.len())?;
         let c = &chains[i];
@@ -381,6 +386,127 @@ fn ui_options(truncate: i32, truncate_user: i32) -> UiOptions {
         v => i64::from(v),
     };
     UiOptions { truncate: pick(truncate, d.truncate), truncate_user: pick(truncate_user, d.truncate_user) }
+}
+
+/// What a `CompileView` predicate asks for.
+enum Search {
+    /// A line predicate (regex, literal, terms), with its role filter.
+    Lines(PredicateSpec),
+    Ranked {
+        ranker: pb::Ranker,
+        query: String,
+        top_k: usize,
+        roles: Vec<String>,
+    },
+}
+
+/// Largest `top_k` of a ranked predicate.
+const MAX_TOP_K: u32 = 1000;
+
+fn parse_predicate(p: &pb::Predicate) -> Result<Search, Status> {
+    let ranker = pb::Ranker::try_from(p.ranker)
+        .map_err(|_| Status::invalid_argument(format!("predicate.ranker: unknown value {}", p.ranker)))?;
+    if ranker == pb::Ranker::Unspecified {
+        if !p.query.is_empty() {
+            return Err(Status::invalid_argument("predicate.query: only with a ranker (RANKER_BM25, RANKER_SEMANTIC)"));
+        }
+        let spec = predicate_spec(p)?;
+        // Validate the pattern now, before the session is compiled.
+        spec.build().map_err(|e| Status::invalid_argument(format!("predicate: {e}")))?;
+        return Ok(Search::Lines(spec));
+    }
+    if !p.regex.is_empty() || !p.literal.is_empty() || !p.terms.is_empty() {
+        return Err(Status::invalid_argument("predicate: a ranker takes `query`, not regex, literal or terms"));
+    }
+    if p.query.trim().is_empty() {
+        return Err(Status::invalid_argument("predicate.query: required with a ranker"));
+    }
+    if p.top_k > MAX_TOP_K {
+        return Err(Status::invalid_argument(format!("predicate.top_k: at most {MAX_TOP_K}")));
+    }
+    let top_k = if p.top_k == 0 { 10 } else { p.top_k as usize };
+    Ok(Search::Ranked { ranker, query: p.query.clone(), top_k, roles: p.roles.clone() })
+}
+
+/// One predicate per chain of the compiled session.
+async fn predicates(
+    st: &AppState,
+    ns: uuid::Uuid,
+    compiled: &crate::views::CompiledSession,
+    search: &Search,
+) -> Result<Vec<Box<dyn Predicate>>, Status> {
+    let chains = compiled.trace.chains();
+    let with_roles = |p: Box<dyn Predicate>, roles: &[String]| -> Box<dyn Predicate> {
+        if roles.is_empty() { p } else { Box::new(RoleFilter { roles: roles.to_vec(), inner: p }) }
+    };
+    match search {
+        Search::Lines(spec) => chains
+            .iter()
+            .map(|_| {
+                spec.build()
+                    .map_err(|e| Status::invalid_argument(format!("predicate: {e}")))?
+                    .ok_or_else(|| Status::invalid_argument("predicate: give exactly one of regex, literal or terms"))
+            })
+            .collect(),
+        Search::Ranked { ranker: pb::Ranker::Bm25, query, top_k, roles } => chains
+            .iter()
+            .map(|_| {
+                let p = Bm25Blocks::new(query, *top_k).ok_or_else(|| {
+                    Status::invalid_argument("predicate.query: no searchable term (only stopwords or punctuation)")
+                })?;
+                Ok(with_roles(Box::new(p), roles))
+            })
+            .collect(),
+        Search::Ranked { query, top_k, roles, .. } => {
+            let scores = semantic_scores(st, ns, compiled, query, *top_k).await?;
+            Ok(chains
+                .iter()
+                .map(|chain| {
+                    let by_block: HashMap<usize, f64> = chain
+                        .blocks()
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(i, b)| Some((i, *scores.get(&b.source_line())?)))
+                        .collect();
+                    with_roles(Box::new(ScoredBlocks { scores: by_block, top_k: *top_k }), roles)
+                })
+                .collect())
+        }
+    }
+}
+
+/// The session's events ranked by embedding similarity to `query`, as input record line → score.
+async fn semantic_scores(
+    st: &AppState,
+    ns: uuid::Uuid,
+    compiled: &crate::views::CompiledSession,
+    query: &str,
+    top_k: usize,
+) -> Result<HashMap<u32, f64>, Status> {
+    let index = st.search.as_ref().ok_or_else(|| {
+        Status::failed_precondition("predicate.ranker: RANKER_SEMANTIC needs the search layer (search.enabled)")
+    })?;
+    if index.embedder().is_none() {
+        return Err(Status::failed_precondition(
+            "predicate.ranker: RANKER_SEMANTIC needs an embedding provider ([embedding] provider)",
+        ));
+    }
+    let mut req = memex_index::SearchRequest::new(query, top_k);
+    req.filter.session_ids = vec![compiled.session.id];
+    req.bm25_weight = 0.0;
+    req.vector_weight = 1.0;
+    req.candidates = top_k.max(100);
+    let hits = index.search(ns, &req).await.map_err(|e| crate::status::index_status(&e))?.hits;
+    let seqs: Vec<u64> = hits.iter().map(|h| h.seq).collect();
+    let lines: HashMap<u64, u32> = st.views.source_lines(ns, compiled, &seqs).await?.into_iter().collect();
+    let mut out: HashMap<u32, f64> = HashMap::new();
+    for h in hits {
+        if let Some(&line) = lines.get(&h.seq) {
+            let score = f64::from(h.score.vector);
+            out.entry(line).and_modify(|s| *s = s.max(score)).or_insert(score);
+        }
+    }
+    Ok(out)
 }
 
 fn predicate_spec(p: &pb::Predicate) -> Result<PredicateSpec, Status> {

@@ -17,6 +17,12 @@ pub enum BenchCommand {
     Ingest(IngestArgs),
     /// CompileView and ReadLines latency over an imported trace (cold compile, then cached).
     View(ViewBenchArgs),
+    /// Search: indexing throughput, query latency at scale, embedding throughput.
+    Search(super::bench_search::SearchBenchArgs),
+    /// The LoCoMo retrieval benchmark (recall@k of dialog ids, no LLM).
+    Locomo(super::bench_locomo::LocomoArgs),
+    /// The LongMemEval retrieval protocol (recall_all/any@k, NDCG@k; session and turn level).
+    Longmemeval(super::bench_longmemeval::LongMemEvalArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -80,6 +86,9 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Ingest(args) => ingest(args).await,
         BenchCommand::View(args) => super::bench_view::run(args).await,
+        BenchCommand::Search(args) => super::bench_search::run(args).await,
+        BenchCommand::Locomo(args) => super::bench_locomo::run(args).await,
+        BenchCommand::Longmemeval(args) => super::bench_longmemeval::run(args).await,
     }
 }
 

@@ -1,7 +1,12 @@
 pub mod admin;
 pub mod bench;
+pub mod bench_locomo;
+pub mod bench_longmemeval;
+pub mod bench_search;
 mod bench_view;
 pub mod client;
+pub mod reindex;
+pub mod searchkit;
 pub mod serve;
 pub mod view;
 

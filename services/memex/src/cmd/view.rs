@@ -61,6 +61,13 @@ struct ViewCli {
     /// Search for several literal terms (repeatable); see --match.
     #[arg(long = "term", value_name = "TEXT", conflicts_with_all = ["grep", "literal"])]
     terms: Vec<String>,
+    /// Rank blocks by BM25 against this query (each input's chain is the corpus) and keep the
+    /// --top-k best.
+    #[arg(long, value_name = "QUERY", conflicts_with_all = ["grep", "literal", "terms"])]
+    bm25: Option<String>,
+    /// Blocks kept by --bm25.
+    #[arg(long = "top-k", value_name = "K", default_value_t = 10)]
+    top_k: usize,
     /// With several --term: a block matches if any (default) or all of them match.
     #[arg(long = "match", value_enum, default_value = "any")]
     match_mode: MatchMode,
@@ -151,6 +158,16 @@ fn rewrite_tu(arg: OsString) -> OsString {
 }
 
 fn build_predicate(cli: &ViewCli) -> Result<Option<Box<dyn Predicate>>, String> {
+    if let Some(query) = &cli.bm25 {
+        let p: Box<dyn Predicate> = Box::new(
+            memex_search::Bm25Blocks::new(query, cli.top_k)
+                .ok_or("--bm25: the query has no searchable term, or --top-k is 0")?,
+        );
+        if cli.roles.is_empty() {
+            return Ok(Some(p));
+        }
+        return Ok(Some(Box::new(memex_vcc::RoleFilter { roles: cli.roles.clone(), inner: p })));
+    }
     let spec = memex_vcc::PredicateSpec {
         regex: cli.grep.clone(),
         literal: cli.literal.clone(),

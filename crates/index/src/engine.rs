@@ -1,0 +1,407 @@
+//! [`SearchIndex`]: the text indexes of one replica, kept current from Postgres, and hybrid search
+//! over them and the shared vectors.
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use memex_embed::Embedder;
+use memex_event::FieldError;
+use memex_search::{ChunkOptions, RankedList, RrfOptions, mmr, query_terms, role_of_kind, rrf};
+use memex_store::{Event, SeqRange, Store};
+use uuid::Uuid;
+
+use crate::doc::event_docs;
+use crate::lines::{EventLines, LineLookup, LineRange, LineRanges};
+use crate::text::{ChunkHit, NamespaceIndex, namespace_dir};
+use crate::{Hit, IndexError, ScoreParts, SearchRequest, SearchResults, vectors};
+
+/// Most hits one search may return, and most candidates per retriever.
+pub const MAX_LIMIT: usize = 1000;
+pub const MAX_CANDIDATES: usize = 10_000;
+/// Events read from Postgres per page during a catch-up.
+const PAGE: u32 = 2000;
+/// Documents handed to the writer at a time during a catch-up.
+const ADD_BATCH: usize = 20_000;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchIndexOptions {
+    /// Root of this replica's text indexes (`index.dir`); one subdirectory per namespace.
+    pub dir: PathBuf,
+    pub chunk: ChunkOptions,
+    /// Index at most this many bytes of an artifact's text (0: do not index artifacts).
+    pub max_artifact_bytes: usize,
+    /// Namespaces with at most this many indexed chunks use exact k-NN instead of HNSW.
+    pub exact_knn_max: u64,
+    /// Each event's first chunk also indexes the text of this many preceding events of its
+    /// session (as `context`), up to `context_bytes` of each.
+    pub context_events: usize,
+    pub context_bytes: usize,
+}
+
+impl SearchIndexOptions {
+    pub fn new(dir: impl Into<PathBuf>) -> SearchIndexOptions {
+        SearchIndexOptions {
+            dir: dir.into(),
+            chunk: ChunkOptions::default(),
+            max_artifact_bytes: 1 << 20,
+            exact_knn_max: 50_000,
+            context_events: 2,
+            context_bytes: 512,
+        }
+    }
+}
+
+/// This replica's search state. Cheap to share (`Arc`); namespaces' indexes open on first use.
+pub struct SearchIndex {
+    store: Store,
+    opts: SearchIndexOptions,
+    embedder: Option<Arc<dyn Embedder>>,
+    lines: Arc<dyn LineRanges>,
+    open: tokio::sync::Mutex<HashMap<Uuid, Arc<NamespaceIndex>>>,
+}
+
+impl SearchIndex {
+    pub fn new(
+        store: Store,
+        opts: SearchIndexOptions,
+        embedder: Option<Arc<dyn Embedder>>,
+        lines: Arc<dyn LineRanges>,
+    ) -> SearchIndex {
+        SearchIndex { store, opts, embedder, lines, open: tokio::sync::Mutex::new(HashMap::new()) }
+    }
+
+    pub fn embedder(&self) -> Option<&Arc<dyn Embedder>> {
+        self.embedder.as_ref()
+    }
+
+    pub fn options(&self) -> &SearchIndexOptions {
+        &self.opts
+    }
+
+    async fn namespace(&self, ns: Uuid) -> Result<Arc<NamespaceIndex>, IndexError> {
+        let mut open = self.open.lock().await;
+        if let Some(idx) = open.get(&ns) {
+            return Ok(idx.clone());
+        }
+        let dir = namespace_dir(&self.opts.dir, ns);
+        let (idx, _created) = tokio::task::spawn_blocking(move || NamespaceIndex::open(&dir, ns))
+            .await
+            .map_err(|e| IndexError::Task(e.to_string()))??;
+        let idx = Arc::new(idx);
+        open.insert(ns, idx.clone());
+        Ok(idx)
+    }
+
+    /// Brings the namespace's text index up to the sessions' heads in Postgres (only `sessions`
+    /// when given). Returns the number of events indexed. After it returns, every event committed
+    /// before it was called is searchable: that is read-your-writes, on any replica.
+    pub async fn catch_up(&self, ns: Uuid, sessions: Option<&[Uuid]>) -> Result<u64, IndexError> {
+        let idx = self.namespace(ns).await?;
+        self.catch_up_index(&idx, sessions).await
+    }
+
+    async fn catch_up_index(&self, idx: &NamespaceIndex, sessions: Option<&[Uuid]>) -> Result<u64, IndexError> {
+        let ns = idx.ns;
+        let total = self.store.head_total(ns, sessions).await?;
+        let mut marks = idx.state.lock().await;
+        if marks.sum(sessions) >= total {
+            return Ok(0);
+        }
+        let heads = self.store.session_heads(ns, sessions).await?;
+        let mut docs = Vec::new();
+        let mut updates = Vec::new();
+        let mut indexed = 0u64;
+        let result: Result<(), IndexError> = async {
+            for (session, head) in heads {
+                let mut next = marks.of(&session) + 1;
+                // The events before `next` are read again only as context for the first ones.
+                let mut context: std::collections::VecDeque<String> = std::collections::VecDeque::new();
+                let mut from = next.saturating_sub(self.opts.context_events as u64).max(1);
+                while next <= head {
+                    let page =
+                        self.store.events_in_range(ns, session, SeqRange { from, to: Some(head) }, PAGE, None).await?;
+                    let Some(last_seq) = page.events.last().map(|e| e.seq) else { break };
+                    from = last_seq + 1;
+                    let (before, new): (Vec<Event>, Vec<Event>) = page.events.into_iter().partition(|e| e.seq < next);
+                    for e in &before {
+                        self.push_context(&mut context, e);
+                    }
+                    next = last_seq + 1;
+                    indexed += new.len() as u64;
+                    self.documents(ns, session, &new, &mut context, &mut docs).await?;
+                    if docs.len() >= ADD_BATCH {
+                        idx.add(std::mem::take(&mut docs)).await?;
+                    }
+                }
+                updates.push((session, next - 1));
+            }
+            idx.add(std::mem::take(&mut docs)).await?;
+            idx.commit().await
+        }
+        .await;
+        if let Err(e) = result {
+            idx.rollback().await;
+            return Err(e);
+        }
+        for (session, seq) in updates {
+            marks.set(session, seq);
+        }
+        Ok(indexed)
+    }
+
+    /// Remembers an event's text as context for the ones after it.
+    fn push_context(&self, context: &mut std::collections::VecDeque<String>, e: &Event) {
+        if self.opts.context_events == 0 {
+            return;
+        }
+        context.push_back(crate::doc::embed_text(e, self.opts.context_bytes));
+        while context.len() > self.opts.context_events {
+            context.pop_front();
+        }
+    }
+
+    async fn documents(
+        &self,
+        ns: Uuid,
+        session: Uuid,
+        events: &[Event],
+        context: &mut std::collections::VecDeque<String>,
+        docs: &mut Vec<crate::doc::DocSpec>,
+    ) -> Result<(), IndexError> {
+        let refs: Vec<EventLines> = events.iter().map(|e| EventLines { event_id: e.id, seq: e.seq }).collect();
+        let lines = self.lines.line_ranges(ns, session, &refs, LineLookup::Indexing).await?;
+        for (i, e) in events.iter().enumerate() {
+            let artifact = match &e.artifact {
+                Some(a) if self.opts.max_artifact_bytes > 0 => {
+                    let bytes = self.store.artifact(ns, a.id).await?.bytes;
+                    let cut = bytes.len().min(self.opts.max_artifact_bytes);
+                    Some(String::from_utf8_lossy(&bytes[..cut]).into_owned())
+                }
+                _ => None,
+            };
+            let range = lines.get(i).copied().unwrap_or(LineRange::UNKNOWN);
+            let ctx: Vec<&str> = context.iter().map(String::as_str).collect();
+            docs.extend(event_docs(e, artifact.as_deref(), range, self.opts.chunk, &ctx.join("\n")));
+            self.push_context(context, e);
+        }
+        Ok(())
+    }
+
+    /// Deletes the namespace's text index and builds it again from Postgres. The new index is built
+    /// beside the old one and swapped in, so searches keep working meanwhile.
+    pub async fn rebuild(&self, ns: Uuid) -> Result<u64, IndexError> {
+        let final_dir = namespace_dir(&self.opts.dir, ns);
+        let tmp = self.opts.dir.join(format!("{ns}.rebuild"));
+        let indexed = {
+            let tmp2 = tmp.clone();
+            let fresh = tokio::task::spawn_blocking(move || {
+                NamespaceIndex::create(&tmp2, ns)?;
+                NamespaceIndex::open(&tmp2, ns).map(|(i, _)| i)
+            })
+            .await
+            .map_err(|e| IndexError::Task(e.to_string()))??;
+            let n = self.catch_up_index(&fresh, None).await?;
+            drop(fresh);
+            n
+        };
+        let mut open = self.open.lock().await;
+        open.remove(&ns);
+        let old = self.opts.dir.join(format!("{ns}.old"));
+        let swap = || -> std::io::Result<()> {
+            if old.exists() {
+                std::fs::remove_dir_all(&old)?;
+            }
+            if final_dir.exists() {
+                std::fs::rename(&final_dir, &old)?;
+            }
+            std::fs::rename(&tmp, &final_dir)?;
+            if old.exists() {
+                std::fs::remove_dir_all(&old)?;
+            }
+            Ok(())
+        };
+        swap().map_err(|e| IndexError::io(&final_dir, e))?;
+        Ok(indexed)
+    }
+
+    /// Catches up every namespace of the store: at start-up and from the background loop.
+    pub async fn sync_all(&self) -> Result<u64, IndexError> {
+        let mut n = 0;
+        for ns in self.store.list_namespaces().await? {
+            n += self.catch_up(ns.id, None).await?;
+        }
+        Ok(n)
+    }
+
+    /// Hybrid search in one namespace; see the crate docs for the path.
+    pub async fn search(&self, ns: Uuid, req: &SearchRequest) -> Result<SearchResults, IndexError> {
+        validate(req)?;
+        let sessions = (!req.filter.session_ids.is_empty()).then_some(&req.filter.session_ids[..]);
+        let idx = self.namespace(ns).await?;
+        self.catch_up_index(&idx, sessions).await?;
+
+        // BM25: the best chunk per event, events in order of their best chunk.
+        let mut best_chunk: HashMap<Uuid, ChunkHit> = HashMap::new();
+        let mut bm25_items: Vec<(Uuid, f32)> = Vec::new();
+        if req.bm25_weight > 0.0 {
+            let terms = query_terms(&req.query);
+            let context_weight = req.context_weight;
+            let chunks = {
+                let idx = idx.clone();
+                let filter = req.filter.clone();
+                let n = req.candidates.saturating_mul(3);
+                tokio::task::spawn_blocking(move || idx.search(&terms, &filter, n, context_weight))
+                    .await
+                    .map_err(|e| IndexError::Task(e.to_string()))??
+            };
+            for c in chunks {
+                if bm25_items.len() >= req.candidates {
+                    break;
+                }
+                if let std::collections::hash_map::Entry::Vacant(v) = best_chunk.entry(c.event_id) {
+                    bm25_items.push((c.event_id, c.score));
+                    v.insert(c);
+                }
+            }
+        }
+
+        // Vectors: k-NN over the embeddings of the configured model.
+        let mut vector_items: Vec<(Uuid, f32)> = Vec::new();
+        let embedder = self.embedder.as_ref().filter(|_| req.vector_weight > 0.0);
+        if let Some(embedder) = embedder {
+            let q = embedder.embed(vec![req.query.clone()]).await?;
+            if let Some(q) = q.first() {
+                let exact = idx.num_docs() <= self.opts.exact_knn_max;
+                vector_items =
+                    vectors::knn(self.store.pool(), ns, embedder.info(), q, &req.filter, req.candidates, exact).await?;
+            }
+        }
+
+        let fused = rrf(
+            &[
+                RankedList { weight: req.bm25_weight, items: bm25_items },
+                RankedList { weight: req.vector_weight, items: vector_items },
+            ],
+            RrfOptions { k: req.rrf_k },
+        );
+        let chosen: Vec<usize> = match (req.mmr_lambda, embedder) {
+            (Some(lambda), Some(embedder)) => {
+                let pool_size = fused.len().min(req.candidates);
+                let ids: Vec<Uuid> = fused[..pool_size].iter().map(|h| h.key).collect();
+                let vecs = vectors::vectors_of(self.store.pool(), ns, embedder.info(), &ids).await?;
+                let rel: Vec<f32> = fused[..pool_size].iter().map(|h| h.score).collect();
+                mmr(&rel, req.limit, lambda, |a, b| match (vecs.get(&ids[a]), vecs.get(&ids[b])) {
+                    (Some(x), Some(y)) => memex_search::cosine(x, y),
+                    _ => 0.0,
+                })
+            }
+            _ => (0..fused.len().min(req.limit)).collect(),
+        };
+
+        let ids: Vec<Uuid> = chosen.iter().map(|&i| fused[i].key).collect();
+        let events = self.store.events_by_ids(ns, &ids).await?;
+        let mut hits = Vec::with_capacity(ids.len());
+        for (&i, e) in chosen.iter().zip(events) {
+            let f = &fused[i];
+            let (bm25, vector) = (f.parts[0], f.parts[1]);
+            let mut hit = Hit {
+                event_id: e.id,
+                session_id: e.session_id,
+                seq: e.seq,
+                role: role_of_kind(&e.kind),
+                kind: e.kind,
+                agent_id: e.agent_id,
+                task_id: e.task_id,
+                tool_name: e.tool_name,
+                event_time: e.event_time,
+                lines: LineRange::UNKNOWN,
+                source: "event".into(),
+                chunk: 0,
+                chunk_first_line: 0,
+                chunk_last_line: 0,
+                text: None,
+                score: ScoreParts {
+                    fused: f.score,
+                    bm25: bm25.map_or(0.0, |p| p.score),
+                    bm25_rank: bm25.map_or(0, |p| p.rank),
+                    vector: vector.map_or(0.0, |p| p.score),
+                    vector_rank: vector.map_or(0, |p| p.rank),
+                },
+            };
+            match best_chunk.get(&e.id) {
+                Some(c) => {
+                    let stored = idx.stored(c.addr)?;
+                    hit.lines = stored.lines;
+                    hit.source = stored.source;
+                    hit.chunk = stored.chunk;
+                    hit.chunk_first_line = stored.chunk_first_line;
+                    hit.chunk_last_line = stored.chunk_last_line;
+                    hit.text = req.with_text.then_some(stored.text);
+                }
+                None => {
+                    let lines = e.content.matches('\n').count() as u32;
+                    hit.chunk_last_line = lines.saturating_sub(u32::from(e.content.ends_with('\n')));
+                    hit.text = req.with_text.then_some(e.content);
+                }
+            }
+            hits.push(hit);
+        }
+        self.fill_unknown_lines(ns, &mut hits).await?;
+        Ok(SearchResults { hits })
+    }
+
+    /// Asks the line-range seam again for hits whose stored range is unknown.
+    async fn fill_unknown_lines(&self, ns: Uuid, hits: &mut [Hit]) -> Result<(), IndexError> {
+        let mut by_session: HashMap<Uuid, Vec<usize>> = HashMap::new();
+        for (i, h) in hits.iter().enumerate().filter(|(_, h)| !h.lines.is_known()) {
+            by_session.entry(h.session_id).or_default().push(i);
+        }
+        for (session, idxs) in by_session {
+            let refs: Vec<EventLines> =
+                idxs.iter().map(|&i| EventLines { event_id: hits[i].event_id, seq: hits[i].seq }).collect();
+            let ranges = self.lines.line_ranges(ns, session, &refs, LineLookup::Query).await?;
+            for (&i, r) in idxs.iter().zip(ranges) {
+                hits[i].lines = r;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn validate(req: &SearchRequest) -> Result<(), IndexError> {
+    let bad = |field: &str, msg: String| Err(IndexError::Invalid(FieldError::new(field, msg)));
+    if req.query.trim().is_empty() {
+        return bad("query", "is required".into());
+    }
+    if req.limit == 0 || req.limit > MAX_LIMIT {
+        return bad("limit", format!("must be 1..={MAX_LIMIT}, got {}", req.limit));
+    }
+    if req.candidates < req.limit || req.candidates > MAX_CANDIDATES {
+        return bad("candidates", format!("must be limit..={MAX_CANDIDATES}, got {}", req.candidates));
+    }
+    for (field, w) in [("bm25_weight", req.bm25_weight), ("vector_weight", req.vector_weight)] {
+        if !w.is_finite() || w < 0.0 {
+            return bad(field, format!("must be a finite number >= 0, got {w}"));
+        }
+    }
+    if req.bm25_weight == 0.0 && req.vector_weight == 0.0 {
+        return bad("bm25_weight", "bm25_weight and vector_weight cannot both be 0".into());
+    }
+    if !req.context_weight.is_finite() || req.context_weight < 0.0 {
+        return bad("context_weight", format!("must be a finite number >= 0, got {}", req.context_weight));
+    }
+    if !req.rrf_k.is_finite() || req.rrf_k < 0.0 {
+        return bad("rrf_k", format!("must be a finite number >= 0, got {}", req.rrf_k));
+    }
+    if let Some(l) = req.mmr_lambda
+        && !(0.0..=1.0).contains(&l)
+    {
+        return bad("mmr_lambda", format!("must be within 0..=1, got {l}"));
+    }
+    if let (Some(from), Some(to)) = (req.filter.time.from, req.filter.time.to)
+        && from > to
+    {
+        return bad("filter.time_to", "is before filter.time_from".into());
+    }
+    Ok(())
+}

@@ -1,0 +1,28 @@
+use memex_event::FieldError;
+
+/// What can go wrong in search and indexing.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    /// A request field is invalid; the message names it.
+    #[error(transparent)]
+    Invalid(#[from] FieldError),
+    #[error(transparent)]
+    Store(#[from] memex_store::StoreError),
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("text index: {0}")]
+    Tantivy(#[from] tantivy::TantivyError),
+    #[error("index directory {path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error(transparent)]
+    Embed(#[from] memex_embed::EmbedError),
+    /// A background task died (panic or cancellation).
+    #[error("index task failed: {0}")]
+    Task(String),
+}
+
+impl IndexError {
+    pub(crate) fn io(path: &std::path::Path, source: std::io::Error) -> IndexError {
+        IndexError::Io { path: path.display().to_string(), source }
+    }
+}

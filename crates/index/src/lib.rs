@@ -1,0 +1,37 @@
+//! Derived search indexes over the lossless event store, and hybrid search over them.
+//!
+//! * **Text** (`text.rs`, tantivy): one index per namespace in `index.dir/<namespace id>/`, one
+//!   document per chunk of event text and of artifact text. Each replica keeps its own; it is
+//!   caught up from Postgres by per-session seq watermarks before every query (read-your-writes on
+//!   any replica) and by a background loop, and rebuilt from Postgres when missing, corrupt or of
+//!   an older schema ([`SearchIndex::rebuild`], `memex reindex`).
+//! * **Vectors** (`vectors.rs`, pgvector): one embedding per event and model, shared by all
+//!   replicas, written by the background [`EmbeddingWorker`] — never on the ingest path.
+//! * **Search** (`engine.rs`): BM25 candidates from tantivy and k-NN candidates from pgvector,
+//!   fused by `memex-search` (RRF, optional MMR), with provenance and score parts per hit.
+//!
+//! **Architecture invariant:** everything here is derived from `events` (and `artifacts`) and can
+//! be deleted and rebuilt from them; nothing here is ever the only copy. A rebuilt text index
+//! answers exactly like the live one (same hits, order and scores).
+//! **Architecture invariant:** every query is scoped to one namespace: a namespace's text index is
+//! its own directory, and every vector query filters on `namespace_id`.
+//! **Architecture invariant:** nothing here is called on the append path; indexing runs at query
+//! time (catch-up), in the background loop, or in the embedding worker.
+
+mod doc;
+mod engine;
+mod error;
+mod lines;
+mod query;
+mod schema;
+mod text;
+mod vectors;
+mod worker;
+
+pub use engine::{SearchIndex, SearchIndexOptions};
+pub use error::IndexError;
+pub use lines::{EventLines, LineLookup, LineRange, LineRanges, UnknownLineRanges};
+pub use query::{Hit, ScoreParts, SearchFilter, SearchRequest, SearchResults, TimeRange};
+pub use schema::SCHEMA_VERSION;
+pub use vectors::{ensure_model_index, vector_count};
+pub use worker::{EmbeddingWorker, WorkerOptions, WorkerProgress};

@@ -1,0 +1,110 @@
+//! What a search asks and what it answers, in domain terms (the gRPC messages are converted to and
+//! from these in the server).
+use chrono::{DateTime, Utc};
+use memex_search::Role;
+use uuid::Uuid;
+
+use crate::LineRange;
+
+/// Inclusive bounds on event time; either side may be open.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TimeRange {
+    pub from: Option<DateTime<Utc>>,
+    pub to: Option<DateTime<Utc>>,
+}
+
+/// Restricts a search; every non-empty list is an "any of" condition, and conditions combine with
+/// "and". The namespace is not here: it is the search's scope, mandatory and checked by the caller.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SearchFilter {
+    pub session_ids: Vec<Uuid>,
+    pub task_ids: Vec<String>,
+    pub agent_ids: Vec<String>,
+    pub kinds: Vec<String>,
+    pub roles: Vec<Role>,
+    pub time: TimeRange,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchRequest {
+    pub query: String,
+    pub filter: SearchFilter,
+    /// Hits to return.
+    pub limit: usize,
+    /// Weight of the BM25 list in the fusion (0: vectors only).
+    pub bm25_weight: f32,
+    /// Weight of the vector list in the fusion (0: BM25 only).
+    pub vector_weight: f32,
+    /// The RRF rank constant.
+    pub rrf_k: f32,
+    /// Weight of a match in the preceding events' text relative to one in the event's own text
+    /// (0: the event's own text only).
+    pub context_weight: f32,
+    /// Candidates taken from each retriever before fusion.
+    pub candidates: usize,
+    /// Diversify with MMR at this lambda (1: pure relevance); None: no MMR.
+    pub mmr_lambda: Option<f32>,
+    /// Return the matched chunk's text with each hit.
+    pub with_text: bool,
+}
+
+impl SearchRequest {
+    /// A hybrid search with the default fusion settings.
+    pub fn new(query: impl Into<String>, limit: usize) -> SearchRequest {
+        SearchRequest {
+            query: query.into(),
+            filter: SearchFilter::default(),
+            limit,
+            bm25_weight: 1.0,
+            vector_weight: 1.0,
+            rrf_k: 60.0,
+            context_weight: 0.5,
+            candidates: 100,
+            mmr_lambda: None,
+            with_text: false,
+        }
+    }
+}
+
+/// Why a hit ranked where it did.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ScoreParts {
+    /// The fused (RRF, then MMR order) score.
+    pub fused: f32,
+    /// BM25 of the best-matching chunk, and its 1-based rank in the BM25 list (0: not in it).
+    pub bm25: f32,
+    pub bm25_rank: u32,
+    /// Cosine similarity of the event's vector to the query's, and its rank (0: not in the list).
+    pub vector: f32,
+    pub vector_rank: u32,
+}
+
+/// One event found, with its provenance.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    pub event_id: Uuid,
+    pub session_id: Uuid,
+    pub seq: u64,
+    pub kind: String,
+    pub role: Role,
+    pub agent_id: String,
+    pub task_id: Option<String>,
+    pub tool_name: Option<String>,
+    pub event_time: DateTime<Utc>,
+    /// Where the event sits in its session's full view (unknown until the VCC lookup is plugged in).
+    pub lines: LineRange,
+    /// Which part of the event matched best: `event` or `artifact`, the chunk number, and the
+    /// chunk's lines within that text (0-based).
+    pub source: String,
+    pub chunk: u32,
+    pub chunk_first_line: u32,
+    pub chunk_last_line: u32,
+    /// The matched chunk's text, when asked for.
+    pub text: Option<String>,
+    pub score: ScoreParts,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchResults {
+    pub hits: Vec<Hit>,
+}

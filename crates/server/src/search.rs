@@ -1,0 +1,116 @@
+//! Starting and stopping the search layer with the server: the embedder named by `[embedding]`,
+//! this replica's text indexes under `search.index_dir`, the background catch-up loop and the
+//! embedding worker.
+use std::sync::Arc;
+use std::time::Duration;
+
+use memex_embed::{EmbedError, Embedder, MiniLm, MiniLmOptions, OpenAiEmbedder, OpenAiOptions};
+use memex_index::{EmbeddingWorker, LineRanges, SearchIndex, SearchIndexOptions, WorkerOptions};
+use memex_search::ChunkOptions;
+use memex_store::Store;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::ServerError;
+use crate::config::{Config, EmbeddingConfig, EmbeddingProvider};
+
+/// The embedder `[embedding]` asks for (None for `provider = "none"`).
+pub fn embedder(e: &EmbeddingConfig) -> Result<Option<Arc<dyn Embedder>>, EmbedError> {
+    let name = |default: &str| if e.model.is_empty() { default.to_owned() } else { e.model.clone() };
+    Ok(match e.provider {
+        EmbeddingProvider::None => None,
+        EmbeddingProvider::Minilm => {
+            let opts = MiniLmOptions {
+                name: name("all-MiniLM-L6-v2"),
+                batch_size: e.batch_size.min(64),
+                ..Default::default()
+            };
+            Some(Arc::new(MiniLm::load(std::path::Path::new(&e.model_dir), opts)?))
+        }
+        EmbeddingProvider::Openai => Some(Arc::new(OpenAiEmbedder::new(OpenAiOptions {
+            base_url: e.base_url.clone(),
+            model: e.model.clone(),
+            dim: e.dim,
+            api_key: (!e.api_key.is_empty()).then(|| e.api_key.clone()),
+            timeout: Duration::from_secs(e.timeout_secs),
+        })?)),
+    })
+}
+
+/// The search index options `[search]` describes.
+pub fn index_options(config: &Config) -> SearchIndexOptions {
+    let s = &config.search;
+    SearchIndexOptions {
+        dir: s.index_dir.clone().into(),
+        chunk: ChunkOptions { max_bytes: s.chunk_bytes },
+        max_artifact_bytes: s.max_artifact_bytes,
+        exact_knn_max: s.exact_knn_max,
+        context_events: s.context_events,
+        context_bytes: s.context_bytes,
+    }
+}
+
+pub struct SearchRuntime {
+    pub index: Arc<SearchIndex>,
+    worker: Option<EmbeddingWorker>,
+    sync: JoinHandle<()>,
+    stop: watch::Sender<bool>,
+}
+
+impl SearchRuntime {
+    /// Loads the model, opens the indexes lazily, and starts the catch-up loop (whose first round
+    /// rebuilds any index that is missing) and, if configured, the embedding worker.
+    /// `lines` answers hits' full-view line ranges (the server's view cache).
+    pub async fn start(
+        config: &Config,
+        store: Store,
+        lines: Arc<dyn LineRanges>,
+    ) -> Result<Option<SearchRuntime>, ServerError> {
+        if !config.search.enabled {
+            return Ok(None);
+        }
+        let embedder = embedder(&config.embedding)?;
+        let index = Arc::new(SearchIndex::new(store.clone(), index_options(config), embedder.clone(), lines));
+        let worker = match (&embedder, config.embedding.worker) {
+            (Some(e), true) => {
+                let opts = WorkerOptions {
+                    batch_size: config.embedding.batch_size,
+                    queue_capacity: config.embedding.queue_capacity,
+                    ..WorkerOptions::default()
+                };
+                Some(EmbeddingWorker::start(store, e.clone(), opts).await?)
+            }
+            _ => None,
+        };
+        let (stop, mut stop_rx) = watch::channel(false);
+        let interval = Duration::from_millis(config.search.sync_interval_ms.max(10));
+        let idx = index.clone();
+        let sync = tokio::spawn(async move {
+            loop {
+                match idx.sync_all().await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::debug!(events = n, "text indexes caught up"),
+                    Err(e) => tracing::warn!(error = %e, "catching up the text indexes failed; retrying"),
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(interval) => {}
+                    _ = stop_rx.changed() => return,
+                }
+            }
+        });
+        Ok(Some(SearchRuntime { index, worker, sync, stop }))
+    }
+
+    pub fn worker(&self) -> Option<&EmbeddingWorker> {
+        self.worker.as_ref()
+    }
+
+    /// Stops the loop and the worker (the job in hand is finished).
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.sync.await;
+        if let Some(w) = self.worker {
+            w.stop().await;
+        }
+    }
+}

@@ -1,0 +1,36 @@
+//! Session heads: how far each session's log reaches. Derived indexes (`memex-index`) compare
+//! these with what they have indexed to catch up — the per-session seq is gapless and
+//! commit-ordered, so "indexed up to seq n" is an exact watermark.
+use uuid::Uuid;
+
+use crate::{Result, Store};
+
+impl Store {
+    /// `(session id, last seq)` of the namespace's sessions that have events — all of them, or
+    /// only those in `sessions` when given.
+    pub async fn session_heads(&self, namespace_id: Uuid, sessions: Option<&[Uuid]>) -> Result<Vec<(Uuid, u64)>> {
+        let rows: Vec<(Uuid, i64)> = sqlx::query_as(
+            "SELECT id, next_seq - 1 FROM sessions
+             WHERE namespace_id = $1 AND next_seq > 1 AND ($2::uuid[] IS NULL OR id = ANY($2))",
+        )
+        .bind(namespace_id)
+        .bind(sessions)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(|(id, seq)| (id, seq as u64)).collect())
+    }
+
+    /// The sum of the last seqs of the namespace's sessions (or of `sessions`): one aggregate row
+    /// that tells an index whether anything was appended since it last looked, since seqs only grow.
+    pub async fn head_total(&self, namespace_id: Uuid, sessions: Option<&[Uuid]>) -> Result<u64> {
+        let (total,): (i64,) = sqlx::query_as(
+            "SELECT COALESCE(sum(next_seq - 1), 0)::int8 FROM sessions
+             WHERE namespace_id = $1 AND ($2::uuid[] IS NULL OR id = ANY($2))",
+        )
+        .bind(namespace_id)
+        .bind(sessions)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(total as u64)
+    }
+}

@@ -1,0 +1,145 @@
+//! What the search commands share: the configured store, embedder and index, namespaces for
+//! benchmark runs, and appends straight to the store (the benchmarks measure search, not gRPC).
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use memex_event::{ArtifactPolicy, BatchLimits, EventInput, batch_fingerprint, prepare_batch};
+use memex_index::{EmbeddingWorker, SearchIndex, UnknownLineRanges, WorkerOptions};
+use memex_server::Config;
+use memex_store::{AppendOutcome, AppendRequest, Namespace, NewSession, Store};
+use uuid::Uuid;
+
+use super::serve::{ConfigArgs, load};
+
+/// Flags every search command takes besides the configuration.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SearchArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Embedding provider (overrides embedding.provider): minilm, openai or none.
+    #[arg(long, value_parser = ["minilm", "openai", "none"])]
+    pub embedding: Option<String>,
+    /// Text index directory (overrides search.index_dir; benchmarks default to a fresh temporary one).
+    #[arg(long)]
+    pub index_dir: Option<PathBuf>,
+}
+
+pub struct Kit {
+    pub config: Config,
+    pub store: Store,
+    pub index: Arc<SearchIndex>,
+    pub embedder: Option<Arc<dyn memex_embed::Embedder>>,
+    temp_dir: Option<PathBuf>,
+}
+
+impl Kit {
+    /// Connects and migrates; `temp_index`: use a fresh directory unless `--index-dir` is given.
+    pub async fn open(args: &SearchArgs, temp_index: bool) -> anyhow::Result<Kit> {
+        let mut config = load(&args.config, None)?;
+        if let Some(p) = &args.embedding {
+            config.embedding.provider = serde_json::from_value(serde_json::Value::String(p.clone()))?;
+        }
+        let temp_dir = match (&args.index_dir, temp_index) {
+            (Some(d), _) => {
+                config.search.index_dir = d.display().to_string();
+                None
+            }
+            (None, true) => {
+                let d = std::env::temp_dir().join(format!("memex-bench-index-{}", Uuid::now_v7().simple()));
+                config.search.index_dir = d.display().to_string();
+                Some(d)
+            }
+            (None, false) => None,
+        };
+        let store =
+            memex_server::connect_store(&config).await.context("connecting to the database (make run sets it up)")?;
+        store.migrate().await?;
+        let embedder = memex_server::search::embedder(&config.embedding).context("loading the embedding model")?;
+        let index = Arc::new(SearchIndex::new(
+            store.clone(),
+            memex_server::search::index_options(&config),
+            embedder.clone(),
+            Arc::new(UnknownLineRanges),
+        ));
+        Ok(Kit { config, store, index, embedder, temp_dir })
+    }
+
+    /// Starts an embedding worker for `namespaces` only (None without an embedder).
+    pub async fn worker(&self, namespaces: &[Uuid]) -> anyhow::Result<Option<EmbeddingWorker>> {
+        let Some(e) = &self.embedder else { return Ok(None) };
+        let opts = WorkerOptions {
+            batch_size: self.config.embedding.batch_size,
+            queue_capacity: self.config.embedding.queue_capacity,
+            poll_interval: std::time::Duration::from_millis(50),
+            namespaces: namespaces.to_vec(),
+            ..WorkerOptions::default()
+        };
+        Ok(Some(EmbeddingWorker::start(self.store.clone(), e.clone(), opts).await?))
+    }
+
+    /// A new namespace named `<prefix>-<ulid>`.
+    pub async fn namespace(&self, prefix: &str) -> anyhow::Result<Namespace> {
+        let name = format!("{prefix}-{}", ulid::Ulid::generate().to_string().to_lowercase());
+        Ok(self.store.create_namespace(&name).await?)
+    }
+
+    pub async fn session(&self, ns: &Namespace, agent: &str) -> anyhow::Result<Uuid> {
+        let s = self
+            .store
+            .create_session(
+                ns.id,
+                NewSession { agent_id: agent.into(), source_format: "memex".into(), ..Default::default() },
+            )
+            .await?;
+        Ok(s.id)
+    }
+
+    /// Appends `events` to a session in batches of at most 10,000.
+    pub async fn append(
+        &self,
+        ns: &Namespace,
+        session: Uuid,
+        events: Vec<EventInput>,
+    ) -> anyhow::Result<Vec<AppendOutcome>> {
+        let limits = BatchLimits::default();
+        let mut out = Vec::new();
+        let mut events = events;
+        while !events.is_empty() {
+            let rest = events.split_off(events.len().min(limits.max_events));
+            let batch = std::mem::replace(&mut events, rest);
+            let fingerprint = batch_fingerprint(&session.to_string(), &batch);
+            let batch =
+                prepare_batch(batch, &limits, &ArtifactPolicy::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
+            out.push(
+                self.store
+                    .append(AppendRequest {
+                        namespace_id: ns.id,
+                        session_id: session,
+                        batch,
+                        idempotency_key: None,
+                        fingerprint,
+                    })
+                    .await?,
+            );
+        }
+        Ok(out)
+    }
+}
+
+impl Drop for Kit {
+    fn drop(&mut self) {
+        if let Some(d) = &self.temp_dir {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+/// Peak resident set size of this process, in MiB (Linux).
+pub fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(str::to_owned))
+        .and_then(|l| l.split_whitespace().nth(1).and_then(|kb| kb.parse::<f64>().ok()))
+        .map_or(0.0, |kb| kb / 1024.0)
+}

@@ -1,0 +1,259 @@
+//! The search layer below gRPC, against the real database: rebuild equals live, restart and
+//! corruption recovery, the embedding worker (backpressure, progress, model change) and hybrid
+//! ranking with the real model.
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use memex_embed::{EmbedError, Embedder, MiniLm, ModelInfo};
+use memex_index::{
+    EmbeddingWorker, SearchIndex, SearchIndexOptions, SearchRequest, UnknownLineRanges, WorkerOptions, vector_count,
+};
+use memex_proto::v1 as pb;
+use memex_store::Store;
+use memex_tests::{TestServer, server_or_skip};
+use uuid::Uuid;
+
+use crate::{call, ev, fixture, result};
+
+fn index(store: &Store, dir: &std::path::Path, embedder: Option<Arc<dyn Embedder>>) -> SearchIndex {
+    let mut opts = SearchIndexOptions::new(dir);
+    opts.chunk.max_bytes = 256; // many chunks per event, to exercise grouping
+    SearchIndex::new(store.clone(), opts, embedder, Arc::new(UnknownLineRanges))
+}
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("memex-idx-{name}-{}", Uuid::now_v7().simple()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+const QUERIES: [&str; 8] =
+    ["error", "test failed assertion", "cargo build", "ok", "panicked index", "line 7", "deploy cache", "the"];
+
+async fn answers(idx: &SearchIndex, ns: Uuid) -> Vec<Vec<(Uuid, u32, u32, u32, u32)>> {
+    let mut out = Vec::new();
+    for q in QUERIES {
+        let mut r = SearchRequest::new(q, 25);
+        r.vector_weight = 0.0;
+        let hits = idx.search(ns, &r).await.unwrap().hits;
+        out.push(
+            hits.iter()
+                .map(|h| (h.event_id, h.score.fused.to_bits(), h.score.bm25.to_bits(), h.score.bm25_rank, h.chunk))
+                .collect(),
+        );
+    }
+    out
+}
+
+/// Events with repeated texts (score ties), several chunks, an artifact, over several sessions.
+async fn populate(srv: &TestServer, ns: &str, rounds: usize, live: Option<(&SearchIndex, Uuid)>) {
+    let mut f = fixture(srv, ns).await;
+    for round in 0..rounds {
+        let mut batch = vec![ev("user_message", "cargo build failed with error E0382"), call(&format!("c{round}"))];
+        let mut out = String::new();
+        for i in 0..40 {
+            out.push_str(&format!(
+                "line {i}: test test_{i} ... {}\n",
+                if i % 7 == 0 { "FAILED assertion" } else { "ok" }
+            ));
+        }
+        batch.push(result(&format!("c{round}"), &out));
+        batch.push(ev("assistant_message", "ok"));
+        batch.push(ev("assistant_message", "ok"));
+        batch.push(ev("note", &format!("deploy cache round {round}; thread panicked at index {round}")));
+        if round == 1 {
+            let big = "the quick brown fox jumps over the lazy dog error\n".repeat(400);
+            batch.push(call("big"));
+            batch.push(result("big", &big));
+        }
+        f.append(batch).await.unwrap();
+        if let Some((idx, nsid)) = live {
+            // Searches between appends: the live index grows by small commits (many segments).
+            let mut r = SearchRequest::new("error", 5);
+            r.vector_weight = 0.0;
+            idx.search(nsid, &r).await.unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_rebuilt_index_answers_exactly_like_the_live_one() {
+    let srv = server_or_skip!();
+    let ns = srv.store.create_namespace("rebuild").await.unwrap();
+    let live_dir = tmp("live");
+    let live = index(&srv.store, &live_dir, None);
+    populate(&srv, "rebuild", 12, Some((&live, ns.id))).await;
+    let live_answers = answers(&live, ns.id).await;
+    assert!(live_answers.iter().all(|a| !a.is_empty()));
+    assert!(live_answers.iter().any(|a| a.len() == 25), "some query is cut by the limit (ties at the cut)");
+
+    // Another replica, from nothing.
+    let other_dir = tmp("other");
+    let other = index(&srv.store, &other_dir, None);
+    assert_eq!(answers(&other, ns.id).await, live_answers);
+    // In-place rebuild (`memex reindex`): same answers again.
+    assert!(live.rebuild(ns.id).await.unwrap() > 0);
+    assert_eq!(answers(&live, ns.id).await, live_answers);
+
+    // Restart: a new process opens the same directory, finds its watermarks in the index and
+    // indexes nothing twice.
+    drop(live);
+    let reopened = index(&srv.store, &live_dir, None);
+    assert_eq!(reopened.catch_up(ns.id, None).await.unwrap(), 0, "nothing to re-index after a restart");
+    assert_eq!(answers(&reopened, ns.id).await, live_answers);
+    drop(reopened);
+
+    // A directory of another schema version, or garbage, is rebuilt at open.
+    let ns_dir = other_dir.join(ns.id.to_string());
+    drop(other);
+    std::fs::write(ns_dir.join("memex-index.json"), r#"{"schema_version":0}"#).unwrap();
+    let again = index(&srv.store, &other_dir, None);
+    assert_eq!(answers(&again, ns.id).await, live_answers);
+    drop(again);
+    std::fs::write(ns_dir.join("meta.json"), "garbage").unwrap();
+    let again = index(&srv.store, &other_dir, None);
+    assert_eq!(answers(&again, ns.id).await, live_answers);
+    for d in [live_dir, other_dir] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
+
+/// An embedder that waits at a gate before each batch, to hold the worker still.
+struct Gated {
+    inner: MiniLm,
+    gate: Arc<tokio::sync::Semaphore>,
+}
+
+impl Embedder for Gated {
+    fn info(&self) -> &ModelInfo {
+        self.inner.info()
+    }
+
+    fn embed(&self, texts: Vec<String>) -> BoxFuture<'_, Result<Vec<Vec<f32>>, EmbedError>> {
+        Box::pin(async move {
+            self.gate.acquire().await.expect("gate").forget();
+            self.inner.embed(texts).await
+        })
+    }
+}
+
+fn tiny(name: &str, dim: usize) -> MiniLm {
+    memex_embed::minilm::tiny_random(name, dim, &["deploy", "cache", "error", "test", "ok", "note"]).unwrap()
+}
+
+#[tokio::test]
+async fn the_worker_never_blocks_ingest_applies_backpressure_and_reports_progress() {
+    let srv = server_or_skip!();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let embedder: Arc<dyn Embedder> = Arc::new(Gated { inner: tiny("gated", 8), gate: gate.clone() });
+    let opts = WorkerOptions {
+        batch_size: 4,
+        events_per_job: 5,
+        queue_capacity: 2,
+        poll_interval: Duration::from_millis(20),
+        ..WorkerOptions::default()
+    };
+    let worker = EmbeddingWorker::start(srv.store.clone(), embedder.clone(), opts).await.unwrap();
+    // 6 sessions x 20 events (and one empty event, which has nothing to embed).
+    let mut total = 0;
+    for s in 0..6 {
+        let mut f = fixture(&srv, "bp").await;
+        let mut batch: Vec<pb::EventInput> = (0..20).map(|i| ev("note", &format!("deploy cache {s} {i}"))).collect();
+        batch[0] = ev("note", "");
+        let t0 = std::time::Instant::now();
+        f.append(batch).await.unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(2), "appends do not wait for the stalled worker");
+        total += 20;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let p = worker.progress();
+    assert_eq!(p.embedded_events, 0, "the gate is closed");
+    assert!(p.queued_jobs <= 2 && p.max_queued_jobs <= 2, "the queue never outgrows its capacity: {p:?}");
+    assert!(p.max_queued_jobs >= 1, "{p:?}");
+    assert_eq!(worker.backlog().await.unwrap(), total);
+
+    gate.add_permits(10_000);
+    assert!(worker.wait_idle(Duration::from_secs(60)).await.unwrap(), "{:?}", worker.progress());
+    let p = worker.progress();
+    assert_eq!(p.embedded_events + p.skipped_events, total, "{p:?}");
+    assert_eq!(p.skipped_events, 6);
+    assert_eq!(p.backlog_events, 0);
+    assert!(p.batches >= (total - 6) / 4 && p.errors == 0 && p.embedded_bytes > 0, "{p:?}");
+    let ns = srv.store.namespace("bp").await.unwrap();
+    assert_eq!(vector_count(srv.store.pool(), ns.id, embedder.info()).await.unwrap(), total - 6);
+    worker.stop().await;
+}
+
+#[tokio::test]
+async fn a_model_change_re_embeds_and_search_uses_only_the_current_model() {
+    let srv = server_or_skip!();
+    let mut f = fixture(&srv, "mc").await;
+    f.append((0..30).map(|i| ev("note", &format!("deploy cache error {i}"))).collect()).await.unwrap();
+    let ns = srv.store.namespace("mc").await.unwrap();
+    let opts = WorkerOptions { poll_interval: Duration::from_millis(20), ..WorkerOptions::default() };
+    let m1: Arc<dyn Embedder> = Arc::new(tiny("m1", 8));
+    let w = EmbeddingWorker::start(srv.store.clone(), m1.clone(), opts.clone()).await.unwrap();
+    assert!(w.wait_idle(Duration::from_secs(60)).await.unwrap());
+    w.stop().await;
+    assert_eq!(vector_count(srv.store.pool(), ns.id, m1.info()).await.unwrap(), 30);
+
+    let m2: Arc<dyn Embedder> = Arc::new(tiny("m2", 12));
+    let w = EmbeddingWorker::start(srv.store.clone(), m2.clone(), opts).await.unwrap();
+    assert_eq!(w.backlog().await.unwrap(), 30, "a new model starts from zero");
+    assert!(w.wait_idle(Duration::from_secs(60)).await.unwrap());
+    w.stop().await;
+    assert_eq!(vector_count(srv.store.pool(), ns.id, m2.info()).await.unwrap(), 30);
+    assert_eq!(vector_count(srv.store.pool(), ns.id, m1.info()).await.unwrap(), 30, "old vectors are kept");
+
+    // Search with m2: the vector list ranks m2's vectors (dimension 12); m1's would not even fit.
+    let dir = tmp("mc");
+    let idx = index(&srv.store, &dir, Some(m2));
+    let mut r = SearchRequest::new("deploy", 40);
+    r.bm25_weight = 0.0;
+    let hits = idx.search(ns.id, &r).await.unwrap().hits;
+    assert_eq!(hits.len(), 30);
+    assert!(hits.iter().all(|h| h.score.vector_rank > 0 && h.score.bm25_rank == 0));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn hybrid_search_finds_paraphrases_and_mmr_spreads_duplicates() {
+    let Some(model_dir) = memex_embed::test_model_dir() else { return };
+    let srv = server_or_skip!();
+    let mut f = fixture(&srv, "hy").await;
+    let r = f
+        .append(vec![
+            ev("user_message", "the feline rested on the rug all afternoon"),
+            ev("user_message", "stock prices fell sharply on Monday"),
+            ev("note", "the database migration finished"),
+            ev("note", "the database migration finished."),
+            ev("note", "the database migration finished!"),
+            ev("note", "rollback plan: restore the snapshot taken before the migration"),
+        ])
+        .await
+        .unwrap();
+    let ids: Vec<Uuid> = r.event_ids.iter().map(|i| i.parse().unwrap()).collect();
+    let ns = srv.store.namespace("hy").await.unwrap();
+    let model: Arc<dyn Embedder> = Arc::new(MiniLm::load(&model_dir, memex_embed::MiniLmOptions::default()).unwrap());
+    let w = EmbeddingWorker::start(srv.store.clone(), model.clone(), WorkerOptions::default()).await.unwrap();
+    assert!(w.wait_idle(Duration::from_secs(120)).await.unwrap());
+    w.stop().await;
+    let dir = tmp("hy");
+    let idx = index(&srv.store, &dir, Some(model));
+
+    // No word in common: BM25 finds nothing, the vectors find the cat.
+    let hits = idx.search(ns.id, &SearchRequest::new("cat sleeping carpet", 3)).await.unwrap().hits;
+    assert_eq!(hits[0].event_id, ids[0]);
+    assert_eq!((hits[0].score.bm25_rank, hits[0].score.vector_rank), (0, 1));
+    assert!(hits[0].score.vector > 0.4);
+
+    // Three near-identical notes: without MMR they fill the top 3; with MMR the rollback note gets in.
+    let mut q = SearchRequest::new("database migration", 3);
+    let plain: Vec<Uuid> = idx.search(ns.id, &q).await.unwrap().hits.iter().map(|h| h.event_id).collect();
+    assert!(!plain.contains(&ids[5]), "{plain:?}");
+    q.mmr_lambda = Some(0.5);
+    let diverse: Vec<Uuid> = idx.search(ns.id, &q).await.unwrap().hits.iter().map(|h| h.event_id).collect();
+    assert!(diverse.contains(&ids[5]), "{diverse:?}");
+    let _ = std::fs::remove_dir_all(dir);
+}
