@@ -11,6 +11,7 @@ mod server;
 mod sessions;
 mod stream;
 mod views;
+mod views_ranked;
 
 use memex_proto::v1 as pb;
 use memex_store::Access;

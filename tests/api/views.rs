@@ -41,7 +41,10 @@ async fn import(
     views.import_trace(req).await.map(|r| r.into_inner())
 }
 
-async fn view(f: &crate::Fixture, req: pb::CompileViewRequest) -> Result<(pb::ViewInfo, Vec<u8>), tonic::Status> {
+pub(crate) async fn view(
+    f: &crate::Fixture,
+    req: pb::CompileViewRequest,
+) -> Result<(pb::ViewInfo, Vec<u8>), tonic::Status> {
     let mut views = pb::view_service_client::ViewServiceClient::new(f.c.channel.clone());
     let mut r = tonic::Request::new(req);
     r.metadata_mut().insert("authorization", f.token.parse().unwrap());
@@ -64,7 +67,7 @@ async fn read_lines(f: &crate::Fixture, req: pb::ReadLinesRequest) -> Result<pb:
     views.read_lines(r).await.map(|r| r.into_inner())
 }
 
-fn req(f: &crate::Fixture, session: &str, view: pb::ViewKind) -> pb::CompileViewRequest {
+pub(crate) fn req(f: &crate::Fixture, session: &str, view: pb::ViewKind) -> pb::CompileViewRequest {
     pb::CompileViewRequest {
         namespace: f.ns.clone(),
         session_id: session.into(),

@@ -21,7 +21,7 @@ pub struct Bm25Blocks {
 }
 
 impl Bm25Blocks {
-    /// `None` when the query has no searchable term (only stopwords or punctuation).
+    /// `None` when the query has no searchable term (punctuation only) or `top_k` is 0.
     pub fn new(query: &str, top_k: usize) -> Option<Bm25Blocks> {
         let terms: HashSet<String> = query_terms(query).into_iter().collect();
         (!terms.is_empty() && top_k > 0).then(|| Bm25Blocks {
@@ -116,7 +116,10 @@ mod tests {
         // k = 2 also takes the other block that mentions the linker, and nothing without a match.
         let hits = chain.adaptive_view(&Bm25Blocks::new("linker error", 10).expect("terms")).hits;
         assert_eq!(hits.len(), 2, "{hits:?}");
-        assert!(Bm25Blocks::new("the of", 3).is_none(), "stopwords only: no predicate");
+        assert!(Bm25Blocks::new("?! --", 3).is_none(), "no term: no predicate");
+        assert!(Bm25Blocks::new("linker", 0).is_none(), "k = 0: no predicate");
+        // A query of stopwords only searches for them (query_terms' rule).
+        assert!(Bm25Blocks::new("the", 3).is_some());
     }
 
     #[test]

@@ -452,7 +452,7 @@ async fn predicates(
             .iter()
             .map(|_| {
                 let p = Bm25Blocks::new(query, *top_k).ok_or_else(|| {
-                    Status::invalid_argument("predicate.query: no searchable term (only stopwords or punctuation)")
+                    Status::invalid_argument("predicate.query: no searchable term (punctuation only)")
                 })?;
                 Ok(with_roles(Box::new(p), roles))
             })
