@@ -77,7 +77,7 @@ pub enum Compaction {
         tokens: usize,
         target: usize,
     },
-    Planned(CompactionPlan),
+    Planned(Box<CompactionPlan>),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -175,7 +175,7 @@ pub fn plan_compaction(
     let rendered = manifest.render(counter, params.manifest_max_tokens);
     let manifest_tokens = counter.count(&rendered);
     let after = before - removed + manifest_tokens;
-    Compaction::Planned(CompactionPlan {
+    Compaction::Planned(Box::new(CompactionPlan {
         victims: evicted.iter().map(|e| e.event.id).collect(),
         manifest,
         rendered,
@@ -184,7 +184,7 @@ pub fn plan_compaction(
         tokens_after: after,
         target,
         fits: after <= target,
-    })
+    }))
 }
 
 fn build_manifest(

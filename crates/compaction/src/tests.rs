@@ -75,7 +75,7 @@ fn trace() -> Vec<ContextEvent> {
 
 fn planned(c: Compaction) -> CompactionPlan {
     match c {
-        Compaction::Planned(p) => p,
+        Compaction::Planned(p) => *p,
         other => panic!("expected a plan, got {other:?}"),
     }
 }
