@@ -3,11 +3,15 @@
 
 mod auth;
 mod bad_input;
+mod compaction;
 mod concurrency;
 mod events;
+mod packs;
+mod planning;
 mod server;
 mod sessions;
 mod stream;
+mod task_state;
 
 use memex_proto::v1 as pb;
 use memex_store::Access;

@@ -3,8 +3,10 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use memex_proto::v1::admin_service_client::AdminServiceClient;
+use memex_proto::v1::context_service_client::ContextServiceClient;
 use memex_proto::v1::event_service_client::EventServiceClient;
 use memex_proto::v1::session_service_client::SessionServiceClient;
+use memex_proto::v1::task_service_client::TaskServiceClient;
 use memex_server::Config;
 use memex_store::{Access, Namespace, Store, StoreOptions};
 use tonic::metadata::{Ascii, MetadataValue};
@@ -42,6 +44,8 @@ pub struct Clients {
     pub events: EventServiceClient<Authed>,
     pub sessions: SessionServiceClient<Authed>,
     pub admin: AdminServiceClient<Authed>,
+    pub context: ContextServiceClient<Authed>,
+    pub tasks: TaskServiceClient<Authed>,
     pub channel: Channel,
 }
 
@@ -111,7 +115,10 @@ impl TestServer {
                 .max_decoding_message_size(usize::MAX)
                 .max_encoding_message_size(usize::MAX),
             sessions: SessionServiceClient::with_interceptor(channel.clone(), bearer.clone()),
-            admin: AdminServiceClient::with_interceptor(channel.clone(), bearer),
+            admin: AdminServiceClient::with_interceptor(channel.clone(), bearer.clone()),
+            context: ContextServiceClient::with_interceptor(channel.clone(), bearer.clone())
+                .max_decoding_message_size(usize::MAX),
+            tasks: TaskServiceClient::with_interceptor(channel.clone(), bearer),
             channel,
         }
     }

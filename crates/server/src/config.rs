@@ -19,6 +19,7 @@ pub struct Config {
     pub auth: AuthConfig,
     pub limits: LimitsConfig,
     pub ingest: IngestConfig,
+    pub context: ContextSettings,
     /// After a shutdown signal, in-flight RPCs get this long to finish before they are cut off.
     pub shutdown_grace_secs: u64,
     pub log: LogConfig,
@@ -79,6 +80,73 @@ pub struct IngestConfig {
     pub group_commit_max_events: usize,
 }
 
+/// The context engine (task state, compaction, retrieval packs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ContextSettings {
+    /// Tokenizer of requests that name none: `o200k_base` or `cl100k_base`.
+    pub tokenizer: String,
+    /// Hard cap on a rendered task-state card, in tokens.
+    pub task_state_max_tokens: usize,
+    /// Cap on a rendered pointer manifest, in tokens.
+    pub manifest_max_tokens: usize,
+    /// MMR trade-off between relevance and diversity.
+    pub mmr_lambda: f64,
+    /// Most items a retrieval block selects (K_max).
+    pub max_pack_items: usize,
+    /// Newest events of a session read for a pack's recent tail.
+    pub tail_events: u32,
+    /// Hits asked of each search source per pack.
+    pub search_limit: usize,
+    /// Texts whose token counts are cached in memory.
+    pub token_cache_entries: u64,
+    /// Budgets of BuildPack requests that leave them unset.
+    pub budgets: PackBudgets,
+}
+
+/// Per-block pack budgets, in tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PackBudgets {
+    pub context: usize,
+    pub system: usize,
+    pub task_state: usize,
+    pub tail: usize,
+    pub retrieval: usize,
+    pub user: usize,
+    pub headroom: usize,
+}
+
+impl Default for ContextSettings {
+    fn default() -> Self {
+        ContextSettings {
+            tokenizer: "o200k_base".to_owned(),
+            task_state_max_tokens: 800,
+            manifest_max_tokens: 200,
+            mmr_lambda: 0.7,
+            max_pack_items: 32,
+            tail_events: 200,
+            search_limit: 50,
+            token_cache_entries: 200_000,
+            budgets: PackBudgets::default(),
+        }
+    }
+}
+
+impl Default for PackBudgets {
+    fn default() -> Self {
+        PackBudgets {
+            context: 32_000,
+            system: 2_000,
+            task_state: 800,
+            tail: 8_000,
+            retrieval: 4_096,
+            user: 4_000,
+            headroom: 4_000,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LogConfig {
@@ -105,6 +173,7 @@ impl Default for Config {
             auth: AuthConfig::default(),
             limits: LimitsConfig::default(),
             ingest: IngestConfig::default(),
+            context: ContextSettings::default(),
             shutdown_grace_secs: 30,
             log: LogConfig::default(),
         }
@@ -170,7 +239,7 @@ pub enum ConfigError {
 
 /// The top-level keys `MEMEX_*` variables may set; other `MEMEX_*` variables (such as the client's
 /// `MEMEX_API_KEY`) are not configuration and are ignored here.
-const SECTIONS: [&str; 7] = ["listen", "database", "auth", "limits", "ingest", "shutdown_grace_secs", "log"];
+const SECTIONS: [&str; 8] = ["listen", "database", "auth", "limits", "ingest", "context", "shutdown_grace_secs", "log"];
 
 impl Config {
     /// Loads the layered configuration. `file` is read if it exists (a missing default file is
@@ -212,6 +281,19 @@ impl Config {
         if self.ingest.excerpt_bytes > self.ingest.artifact_threshold_bytes {
             return bad("ingest.excerpt_bytes must not exceed ingest.artifact_threshold_bytes");
         }
+        let c = &self.context;
+        if c.tokenizer.parse::<memex_tokens::Tokenizer>().is_err() {
+            return bad("context.tokenizer must be o200k_base or cl100k_base");
+        }
+        if !(0.0..=1.0).contains(&c.mmr_lambda) {
+            return bad("context.mmr_lambda must be within 0..=1");
+        }
+        if c.task_state_max_tokens < 50 || c.manifest_max_tokens < 50 || c.max_pack_items == 0 {
+            return bad("context.task_state_max_tokens and manifest_max_tokens must be >= 50, max_pack_items > 0");
+        }
+        if let Err(e) = memex_pack::Budgets::from(c.budgets).check() {
+            return Err(ConfigError::Invalid(format!("context.{e}")));
+        }
         Ok(())
     }
 
@@ -224,6 +306,20 @@ impl Config {
 
     pub fn shutdown_grace(&self) -> Duration {
         Duration::from_secs(self.shutdown_grace_secs)
+    }
+}
+
+impl From<PackBudgets> for memex_pack::Budgets {
+    fn from(b: PackBudgets) -> Self {
+        memex_pack::Budgets {
+            context: b.context,
+            system: b.system,
+            task_state: b.task_state,
+            tail: b.tail,
+            retrieval: b.retrieval,
+            user: b.user,
+            headroom: b.headroom,
+        }
     }
 }
 

@@ -59,6 +59,7 @@ pub fn event(e: Event) -> pb::Event {
         event_time: Some(timestamp(e.event_time)),
         ingest_time: Some(timestamp(e.ingest_time)),
         metadata_json: e.metadata.map(|m| m.to_string()).unwrap_or_default(),
+        task_state_version: e.task_state_version.unwrap_or(0),
     }
 }
 

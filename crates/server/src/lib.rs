@@ -19,8 +19,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use memex_proto::v1::admin_service_server::AdminServiceServer;
+use memex_proto::v1::context_service_server::ContextServiceServer;
 use memex_proto::v1::event_service_server::EventServiceServer;
 use memex_proto::v1::session_service_server::SessionServiceServer;
+use memex_proto::v1::task_service_server::TaskServiceServer;
 use memex_store::{Store, StoreOptions};
 use tokio::net::TcpListener;
 use tonic::transport::Server;
@@ -82,6 +84,10 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Ou
     health_reporter.set_serving::<EventServiceServer<service::events::Events>>().await;
     health_reporter.set_serving::<SessionServiceServer<service::sessions::Sessions>>().await;
     health_reporter.set_serving::<AdminServiceServer<service::admin::Admin>>().await;
+    health_reporter.set_serving::<ContextServiceServer<service::context::Context>>().await;
+    health_reporter.set_serving::<TaskServiceServer<service::context::tasks::Tasks>>().await;
+    let listener_engine = state.context.clone();
+    let reports_listener = tokio::spawn(async move { listener_engine.listen_for_reports().await });
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(memex_proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -112,6 +118,15 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Ou
         )
         .add_service(
             AdminServiceServer::new(service::admin::Admin::new(state.clone())).max_decoding_message_size(hard_limit),
+        )
+        .add_service(
+            ContextServiceServer::new(service::context::Context::new(state.clone()))
+                .max_decoding_message_size(hard_limit)
+                .max_encoding_message_size(usize::MAX),
+        )
+        .add_service(
+            TaskServiceServer::new(service::context::tasks::Tasks::new(state.clone()))
+                .max_decoding_message_size(hard_limit),
         );
 
     let grace = config.shutdown_grace();
@@ -132,6 +147,7 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Ou
             tracing::warn!(grace_secs = grace.as_secs(), "grace period over: cutting off the RPCs still running");
         }
     }
+    reports_listener.abort();
     store.pool().close().await;
     tracing::info!("memex stopped");
     Ok(())
