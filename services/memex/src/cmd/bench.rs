@@ -50,6 +50,10 @@ pub struct IngestArgs {
     /// All single-append writers share one session (worst case: they serialize on its counter).
     #[arg(long)]
     pub same_session: bool,
+    /// gRPC connections the single-append writers spread over (default: one per writer, as
+    /// independent agents would have).
+    #[arg(long)]
+    pub connections: Option<usize>,
     /// Profile only: call the store directly for the single-append phase, skipping gRPC, to
     /// separate the database's share of the latency from the RPC layer's.
     #[arg(long)]
@@ -132,10 +136,15 @@ async fn ingest(args: IngestArgs) -> anyhow::Result<()> {
     } else {
         new_sessions(&clients, &conn.namespace, args.writers).await?
     };
+    let n_conns = args.connections.unwrap_or(args.writers).clamp(1, args.writers.max(1));
+    let mut conns = Vec::with_capacity(n_conns);
+    for _ in 0..n_conns {
+        conns.push(conn.connect().await?.events);
+    }
     let until = Instant::now() + Duration::from_secs_f64(args.seconds);
     let mut tasks = Vec::new();
-    for session in sessions {
-        let mut events = clients.events.clone();
+    for (w, session) in sessions.into_iter().enumerate() {
+        let mut events = conns[w % n_conns].clone();
         let (ns, content) = (conn.namespace.clone(), content.clone());
         tasks.push(tokio::spawn(async move {
             let mut hist = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
@@ -163,7 +172,7 @@ async fn ingest(args: IngestArgs) -> anyhow::Result<()> {
     let ms = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
     let rate = hist.len() as f64 / args.seconds;
     println!(
-        "single: {} appends at {} writers{} in {:.1} s = {rate:.0} appends/s; latency p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        "single: {} appends at {} writers over {n_conns} connections{} in {:.1} s = {rate:.0} appends/s; latency p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
         hist.len(),
         args.writers,
         if args.same_session { " on one session" } else { "" },
@@ -181,7 +190,7 @@ async fn ingest(args: IngestArgs) -> anyhow::Result<()> {
             "content_bytes": args.content_bytes, "seconds": round(batched_secs), "events_per_sec": batched_rate.round(),
         },
         "single": {
-            "writers": args.writers, "same_session": args.same_session, "appends": hist.len(),
+            "writers": args.writers, "connections": n_conns, "same_session": args.same_session, "appends": hist.len(),
             "seconds": args.seconds, "appends_per_sec": rate.round(),
             "p50_ms": round(ms(0.5)), "p90_ms": round(ms(0.9)), "p99_ms": round(ms(0.99)),
             "max_ms": round(hist.max() as f64 / 1000.0),
