@@ -15,6 +15,8 @@ use super::serve::{ConfigArgs, load};
 pub enum BenchCommand {
     /// Ingest throughput and latency.
     Ingest(IngestArgs),
+    /// Needles in compacted trajectories: recall of memex vs truncation and narrative compaction.
+    Needle(super::bench_needle::NeedleArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -63,6 +65,7 @@ pub struct IngestArgs {
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Ingest(args) => ingest(args).await,
+        BenchCommand::Needle(args) => super::bench_needle::run(args).await,
     }
 }
 
@@ -250,7 +253,7 @@ async fn new_sessions(c: &Clients, namespace: &str, n: usize) -> anyhow::Result<
 }
 
 /// Starts a server in-process on 127.0.0.1:0 with auth off, in a fresh namespace.
-async fn start_server(config: &ConfigArgs) -> anyhow::Result<(Conn, tokio::sync::oneshot::Sender<()>)> {
+pub async fn start_server(config: &ConfigArgs) -> anyhow::Result<(Conn, tokio::sync::oneshot::Sender<()>)> {
     let mut config = load(config, None)?;
     config.auth.enabled = false;
     config.log.filter = "warn".into();
@@ -342,4 +345,27 @@ async fn direct_single(args: &IngestArgs, content: &str) -> anyhow::Result<()> {
         ms(0.99)
     );
     Ok(())
+}
+
+/// Context and task clients on `conn`.
+pub async fn context_clients(
+    conn: &Conn,
+) -> anyhow::Result<(
+    memex_proto::v1::context_service_client::ContextServiceClient<super::client::Authed>,
+    memex_proto::v1::task_service_client::TaskServiceClient<super::client::Authed>,
+)> {
+    let channel = tonic::transport::Channel::from_shared(conn.endpoint.clone())
+        .context("bad --endpoint")?
+        .connect()
+        .await
+        .with_context(|| format!("cannot connect to {}", conn.endpoint))?;
+    let bearer = conn.bearer()?;
+    Ok((
+        memex_proto::v1::context_service_client::ContextServiceClient::with_interceptor(
+            channel.clone(),
+            bearer.clone(),
+        )
+        .max_decoding_message_size(usize::MAX),
+        memex_proto::v1::task_service_client::TaskServiceClient::with_interceptor(channel, bearer),
+    ))
 }

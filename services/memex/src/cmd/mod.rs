@@ -1,7 +1,10 @@
 pub mod admin;
+pub mod baselines;
 pub mod bench;
+pub mod bench_needle;
 pub mod client;
 pub mod serve;
+pub mod traces;
 pub mod view;
 
 pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
