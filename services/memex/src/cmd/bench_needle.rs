@@ -396,6 +396,9 @@ async fn replay(ctx: &Ctx, index: usize, t: Trajectory) -> anyhow::Result<TraceR
     Ok(result)
 }
 
+/// A yes/no question about one needle's outcome.
+type Check = dyn Fn(&Outcome) -> bool;
+
 fn pct(n: usize, d: usize) -> f64 {
     if d == 0 { 0.0 } else { (n as f64 * 1000.0 / d as f64).round() / 10.0 }
 }
@@ -420,7 +423,7 @@ fn report(a: &NeedleArgs, results: &[TraceResult], secs: f64) {
         min_compactions,
         compactions.iter().sum::<usize>() as f64 / results.len().max(1) as f64,
     );
-    let rows: [(&str, &dyn Fn(&Outcome) -> bool); 6] = [
+    let rows: [(&str, &Check); 6] = [
         ("memex: surfaced in the pack", &|o| o.in_pack),
         ("memex: in the retrieval block", &|o| o.in_retrieval),
         ("memex: in a manifest's text", &|o| o.in_manifest_text),
