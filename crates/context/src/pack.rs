@@ -15,6 +15,7 @@ use memex_tokens::Tokenizer;
 use uuid::Uuid;
 
 use crate::seams::SearchQuery;
+use crate::stats::PhaseClock;
 use crate::task::parse_state;
 use crate::window::{is_evicted, parse_manifest};
 use crate::{ContextEngine, ContextError, Result};
@@ -92,6 +93,7 @@ impl Gathered {
 impl ContextEngine {
     /// Builds, stores and returns the pack for one turn.
     pub async fn build_pack(&self, namespace_id: Uuid, req: BuildPack) -> Result<BuiltPack> {
+        let mut clock = PhaseClock::start();
         let tokenizer = req.tokenizer.unwrap_or(self.cfg.tokenizer);
         let counter = self.counter(tokenizer);
         let budgets = req.budgets.unwrap_or(self.cfg.budgets);
@@ -138,6 +140,7 @@ impl ContextEngine {
             }
         }
 
+        clock.lap(0);
         // The agent's window: the recent tail (resident events and manifests) and the system block.
         let (_, evictions, manifest_rows) = self.store.window(namespace_id, req.session_id).await?;
         let newest = self.store.events_newest_first(namespace_id, req.session_id, None, self.cfg.tail_events).await?;
@@ -170,6 +173,7 @@ impl ContextEngine {
             system.push_str(e.content.trim_end());
         }
 
+        clock.lap(1);
         // Candidates (A.2 lines 2–6).
         let mut g = Gathered::default();
         self.expand_pointers(namespace_id, &state, &mut g).await?;
@@ -187,6 +191,7 @@ impl ContextEngine {
         }
         let terms = query_terms(&[&query_text]);
         let mut embeddings: HashMap<Uuid, Vec<f32>> = HashMap::new();
+        clock.lap(2);
         if !self.sources.is_empty() {
             let q = SearchQuery {
                 namespace_id,
@@ -207,7 +212,9 @@ impl ContextEngine {
                 }
             }
         }
+        clock.lap(3);
         let candidates = self.candidates(namespace_id, task_id.as_deref(), g, embeddings).await?;
+        clock.lap(4);
 
         let task_card = task_row.as_ref().map(|r| r.rendered.clone());
         let request = PackRequest {
@@ -232,6 +239,7 @@ impl ContextEngine {
             params: self.cfg.pack,
         };
         let pack = build_pack(&request, &counter).map_err(pack_error)?;
+        clock.lap(5);
 
         let id = Uuid::now_v7();
         let task_state_version = task_row.as_ref().map(|r| r.version);
@@ -258,6 +266,8 @@ impl ContextEngine {
             created_at: Utc::now(),
         };
         let created_at = self.store.insert_pack(namespace_id, &row).await?;
+        clock.lap(6);
+        clock.finish();
         Ok(BuiltPack { id, session_id: req.session_id, task_id, task_state_version, tokenizer, role, pack, created_at })
     }
 

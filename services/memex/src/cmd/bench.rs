@@ -17,6 +17,8 @@ pub enum BenchCommand {
     Ingest(IngestArgs),
     /// Needles in compacted trajectories: recall of memex vs truncation and narrative compaction.
     Needle(super::bench_needle::NeedleArgs),
+    /// BuildPack latency under open-loop load: p50/p99, phases, saturation point.
+    Pack(super::bench_pack::PackArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -66,6 +68,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Ingest(args) => ingest(args).await,
         BenchCommand::Needle(args) => super::bench_needle::run(args).await,
+        BenchCommand::Pack(args) => super::bench_pack::run(args).await,
     }
 }
 
@@ -254,13 +257,28 @@ async fn new_sessions(c: &Clients, namespace: &str, n: usize) -> anyhow::Result<
 
 /// Starts a server in-process on 127.0.0.1:0 with auth off, in a fresh namespace.
 pub async fn start_server(config: &ConfigArgs) -> anyhow::Result<(Conn, tokio::sync::oneshot::Sender<()>)> {
+    let (conn, tx, _) = start_server_in(config, None).await?;
+    Ok((conn, tx))
+}
+
+/// Starts a server in-process on 127.0.0.1:0 with auth off, in `namespace` (created if missing;
+/// a fresh one when None). Also returns a direct handle on its database.
+pub async fn start_server_in(
+    config: &ConfigArgs,
+    namespace: Option<&str>,
+) -> anyhow::Result<(Conn, tokio::sync::oneshot::Sender<()>, memex_store::Store)> {
     let mut config = load(config, None)?;
     config.auth.enabled = false;
     config.log.filter = "warn".into();
     let store = memex_server::connect_store(&config).await.context("bench needs the database (make run sets it up)")?;
     store.migrate().await?;
-    let namespace = format!("bench-{}", ulid::Ulid::generate().to_string().to_lowercase());
-    store.create_namespace(&namespace).await?;
+    let namespace = match namespace {
+        Some(n) => n.to_owned(),
+        None => format!("bench-{}", ulid::Ulid::generate().to_string().to_lowercase()),
+    };
+    if store.namespace(&namespace).await.is_err() {
+        store.create_namespace(&namespace).await?;
+    }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -281,7 +299,7 @@ pub async fn start_server(config: &ConfigArgs) -> anyhow::Result<(Conn, tokio::s
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    Ok((conn, tx))
+    Ok((conn, tx, store))
 }
 
 /// The single-append phase against the store itself (no gRPC), for profiling.

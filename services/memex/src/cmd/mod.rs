@@ -2,6 +2,7 @@ pub mod admin;
 pub mod baselines;
 pub mod bench;
 pub mod bench_needle;
+pub mod bench_pack;
 pub mod client;
 pub mod serve;
 pub mod traces;
