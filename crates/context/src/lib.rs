@@ -30,6 +30,7 @@ mod stats;
 mod task;
 mod tokens;
 mod window;
+mod writer;
 
 use std::sync::Arc;
 
@@ -43,8 +44,8 @@ pub use error::ContextError;
 pub use memex_compaction::PointerManifest;
 pub use pack::{BuildPack, BuiltPack};
 pub use planning::{Delegate, DelegateOutcome, NewReport, REPORT_STATUSES};
-pub use stats::{PHASES, pack_phase_totals};
 pub use seams::{CandidateSource, FullView, IndexStatus, NoFullView, SearchHit, SearchQuery};
+pub use stats::{PHASES, pack_phase_totals};
 pub use task::TaskStateUpdate;
 pub use tokens::CachedCounter;
 pub use window::{CompactOutcome, CompactRequest, Expansion, ResidentWindow, parse_manifest};
@@ -106,12 +107,16 @@ pub struct ContextEngine {
     /// (session, tool-call id) → the call's tool; calls never change.
     tool_names: moka::sync::Cache<(Uuid, String), String>,
     reports: tokio::sync::broadcast::Sender<(Uuid, u64)>,
+    /// Group commit of stored packs (None outside a runtime: each pack written on its own).
+    writer: Option<Arc<writer::PackWriter>>,
 }
 
 impl ContextEngine {
     pub fn new(store: Store, cfg: ContextConfig) -> ContextEngine {
         let (reports, _) = tokio::sync::broadcast::channel(1024);
+        let writer = tokio::runtime::Handle::try_current().ok().map(|_| Arc::new(writer::PackWriter::start(&store)));
         ContextEngine {
+            writer,
             counts: tokens::count_cache(cfg.token_cache_entries),
             premises: moka::sync::Cache::builder().max_capacity(100_000).build(),
             session_tasks: moka::sync::Cache::builder().max_capacity(100_000).build(),

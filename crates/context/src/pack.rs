@@ -20,6 +20,9 @@ use crate::task::parse_state;
 use crate::window::{is_evicted, parse_manifest};
 use crate::{ContextEngine, ContextError, Result};
 
+/// Newest events read per round trip for the recent tail.
+const TAIL_PAGE: u32 = 48;
+
 /// A BuildPack request.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct BuildPack {
@@ -98,56 +101,65 @@ impl ContextEngine {
         let counter = self.counter(tokenizer);
         let budgets = req.budgets.unwrap_or(self.cfg.budgets);
         budgets.check().map_err(pack_error)?;
-        let session = self.store.session(namespace_id, req.session_id).await?;
-        let task_id = req.task_id.clone().or(session.task_id.clone());
-
-        // The task: its current state, and the tasks it delegated to or was delegated from.
-        let (task_row, state) = match &task_id {
-            Some(t) => match self.store.task_state(namespace_id, t, None).await {
-                Ok(row) => {
-                    let s = parse_state(&row)?;
-                    (Some(row), s)
-                }
-                Err(StoreError::TaskNotFound(_)) => (None, TaskState::default()),
-                Err(e) => return Err(e.into()),
-            },
-            None => (None, TaskState::default()),
+        let session_id = req.session_id;
+        let own = [session_id];
+        // Round trip 1 (concurrent): the session and its task, the window, the newest events, the
+        // session's system events.
+        let (ctx, (_, evictions, manifest_rows), mut newest, system_events) = tokio::try_join!(
+            self.store.pack_context(namespace_id, session_id, req.task_id.as_deref()),
+            self.store.window_state(namespace_id, session_id),
+            self.store.events_newest_first(namespace_id, session_id, None, TAIL_PAGE),
+            self.store.standing_events(namespace_id, &own, true, 50),
+        )?;
+        let task_id = ctx.task_id.clone();
+        if let Some(t) = &ctx.session_task {
+            self.session_tasks.insert((namespace_id, session_id), Some(t.clone()));
+        }
+        let state = match &ctx.state {
+            Some(row) => parse_state(row)?,
+            None => TaskState::default(),
         };
         let mut related: Vec<(String, Relation)> = Vec::new();
-        if let Some(t) = &task_id {
-            if let Some(d) = self.store.delegation(namespace_id, t).await? {
-                related.push((d.parent_task_id, Relation::Parent));
-            }
-            for child in self.store.child_tasks(namespace_id, t).await? {
-                related.push((child, Relation::Child));
-            }
+        if let Some(p) = &ctx.parent {
+            related.push((p.clone(), Relation::Parent));
         }
-        let role = req.role.unwrap_or(if related.iter().any(|(_, r)| *r == Relation::Child) {
+        related.extend(ctx.children.iter().map(|c| (c.clone(), Relation::Child)));
+        let role = req.role.unwrap_or(if !ctx.children.is_empty() {
             Role::Planner
-        } else if related.iter().any(|(_, r)| *r == Relation::Parent) {
+        } else if ctx.parent.is_some() {
             Role::Executor
         } else {
             Role::Solo
         });
-        let mut scope: Vec<Uuid> = vec![req.session_id];
-        if let Some(t) = &task_id {
-            let mut tasks = vec![t.clone()];
-            tasks.extend(related.iter().map(|(t, _)| t.clone()));
-            for (s, _) in self.store.task_sessions(namespace_id, &tasks).await? {
-                if !scope.contains(&s) {
-                    scope.push(s);
-                }
+        let mut scope: Vec<Uuid> = vec![session_id];
+        for (s, t) in &ctx.sessions {
+            self.session_tasks.insert((namespace_id, *s), Some(t.clone()));
+            if !scope.contains(s) {
+                scope.push(*s);
             }
         }
-
         clock.lap(0);
+
         // The agent's window: the recent tail (resident events and manifests) and the system block.
-        let (_, evictions, manifest_rows) = self.store.window(namespace_id, req.session_id).await?;
-        let newest = self.store.events_newest_first(namespace_id, req.session_id, None, self.cfg.tail_events).await?;
+        // Read more of the session only while the tail budget could still take it.
+        let wanted_bytes = budgets.tail.saturating_mul(6);
+        while newest.len() % TAIL_PAGE as usize == 0
+            && !newest.is_empty()
+            && newest.len() < self.cfg.tail_events as usize
+            && newest.iter().map(|e| e.content.len()).sum::<usize>() < wanted_bytes
+        {
+            let before = newest.last().map(|e| e.seq);
+            let more = self.store.events_newest_first(namespace_id, session_id, before, TAIL_PAGE).await?;
+            if more.is_empty() {
+                break;
+            }
+            newest.extend(more);
+        }
+        let complete = newest.len() % TAIL_PAGE as usize != 0;
         let mut tail_events: Vec<Event> = newest.into_iter().filter(|e| !is_evicted(&evictions, e.seq)).collect();
         tail_events.reverse();
         let tail_ctx = self.context_events(namespace_id, &tail_events).await?;
-        let tail_views = self.full_view.locate(namespace_id, req.session_id, &tail_ctx).await?;
+        let tail_views = self.full_view.locate(namespace_id, session_id, &tail_ctx).await?;
         let mut tail: Vec<(u64, TailEntry)> = tail_ctx
             .into_iter()
             .zip(tail_views)
@@ -158,13 +170,12 @@ impl ContextEngine {
         let mut manifests = Vec::with_capacity(manifest_rows.len());
         for m in &manifest_rows {
             let parsed = parse_manifest(m)?;
-            if parsed.position() >= oldest_tail || tail_events.len() < self.cfg.tail_events as usize {
+            if parsed.position() >= oldest_tail || complete {
                 tail.push((parsed.position(), TailEntry::Manifest { id: m.id, text: m.rendered.clone() }));
             }
             manifests.push(parsed);
         }
         tail.sort_by_key(|(pos, e)| (*pos, matches!(e, TailEntry::Event { .. })));
-        let system_events = self.store.standing_events(namespace_id, &[req.session_id], true, 50).await?;
         let mut system = req.system_prompt.trim_end().to_owned();
         for e in system_events.iter().rev() {
             if !system.is_empty() {
@@ -172,56 +183,58 @@ impl ContextEngine {
             }
             system.push_str(e.content.trim_end());
         }
-
         clock.lap(1);
-        // Candidates (A.2 lines 2–6).
-        let mut g = Gathered::default();
-        self.expand_pointers(namespace_id, &state, &mut g).await?;
-        let standing = self.store.standing_events(namespace_id, &scope, false, self.cfg.standing_limit).await?;
-        g.add(standing, Sources { pinned: true, ..Sources::default() });
-        let anchors: Vec<Uuid> = manifests.iter().flat_map(|m| m.anchors.iter().map(|a| a.event_id)).collect();
-        if !anchors.is_empty() {
-            let events = self.store.events_by_ids(namespace_id, &anchors).await?;
-            g.add(events, Sources { anchor: true, ..Sources::default() });
-        }
+
+        // Candidates (A.2 lines 2–6), gathered concurrently: key pointers, standing items,
+        // manifest anchors, search.
         let mut query_text = req.user_message.clone();
         for line in state.goals.iter().chain(&state.next_actions).chain(&state.open_loops) {
             query_text.push('\n');
             query_text.push_str(line);
         }
         let terms = query_terms(&[&query_text]);
-        let mut embeddings: HashMap<Uuid, Vec<f32>> = HashMap::new();
-        clock.lap(2);
-        if !self.sources.is_empty() {
-            let q = SearchQuery {
-                namespace_id,
-                text: query_text.clone(),
-                terms: terms.clone(),
-                sessions: scope.clone(),
-                limit: self.cfg.search_limit,
-            };
-            for source in self.sources.iter() {
-                let hits = source.search(&q).await?;
-                let ids: Vec<Uuid> = hits.iter().map(|h| h.event_id).collect();
-                let events = self.store.events_by_ids(namespace_id, &ids).await?;
-                for (h, e) in hits.into_iter().zip(events) {
-                    g.add(vec![e], Sources { lexical: h.lexical, vector: h.vector, ..Sources::default() });
-                    if let Some(emb) = h.embedding {
-                        embeddings.insert(h.event_id, emb);
-                    }
+        let anchors: Vec<Uuid> = manifests.iter().flat_map(|m| m.anchors.iter().map(|a| a.event_id)).collect();
+        let q = SearchQuery {
+            namespace_id,
+            text: query_text.clone(),
+            terms: terms.clone(),
+            sessions: scope.clone(),
+            limit: self.cfg.search_limit,
+        };
+        let (pointed, standing, anchored, searched) = tokio::try_join!(
+            self.expand_pointers(namespace_id, &state),
+            async { Ok(self.store.standing_events(namespace_id, &scope, false, self.cfg.standing_limit).await?) },
+            async {
+                if anchors.is_empty() {
+                    Ok(Vec::new())
+                } else {
+                    Ok::<_, ContextError>(self.store.events_by_ids(namespace_id, &anchors).await?)
                 }
+            },
+            self.search(namespace_id, &q),
+        )?;
+        clock.lap(2);
+        let mut g = Gathered::default();
+        g.add(pointed, Sources { pointer: true, ..Sources::default() });
+        g.add(standing, Sources { pinned: true, ..Sources::default() });
+        g.add(anchored, Sources { anchor: true, ..Sources::default() });
+        let mut embeddings: HashMap<Uuid, Vec<f32>> = HashMap::new();
+        for (h, e) in searched {
+            g.add(vec![e], Sources { lexical: h.lexical, vector: h.vector, ..Sources::default() });
+            if let Some(emb) = h.embedding {
+                embeddings.insert(h.event_id, emb);
             }
         }
         clock.lap(3);
         let candidates = self.candidates(namespace_id, task_id.as_deref(), g, embeddings).await?;
         clock.lap(4);
 
-        let task_card = task_row.as_ref().map(|r| r.rendered.clone());
+        let task_card = ctx.state.as_ref().map(|r| r.rendered.clone());
         let request = PackRequest {
             session_id: req.session_id,
             system,
             task_state: task_card,
-            task_ref: task_row.as_ref().map(|r| format!("{} v{}", r.task_id, r.version)),
+            task_ref: ctx.state.as_ref().map(|r| format!("{} v{}", r.task_id, r.version)),
             tail: tail.into_iter().map(|(_, e)| e).collect(),
             user_message: req.user_message.clone(),
             candidates,
@@ -242,7 +255,7 @@ impl ContextEngine {
         clock.lap(5);
 
         let id = Uuid::now_v7();
-        let task_state_version = task_row.as_ref().map(|r| r.version);
+        let task_state_version = ctx.state.as_ref().map(|r| r.version);
         let recorded = Recorded {
             request: req.clone(),
             task_id: task_id.clone(),
@@ -265,7 +278,10 @@ impl ContextEngine {
             pack: json(serde_json::to_value(&pack))?,
             created_at: Utc::now(),
         };
-        let created_at = self.store.insert_pack(namespace_id, &row).await?;
+        let created_at = match &self.writer {
+            Some(w) => w.write(namespace_id, row).await?,
+            None => self.store.insert_pack(namespace_id, &row).await?,
+        };
         clock.lap(6);
         clock.finish();
         Ok(BuiltPack { id, session_id: req.session_id, task_id, task_state_version, tokenizer, role, pack, created_at })
@@ -290,8 +306,8 @@ impl ContextEngine {
     }
 
     /// Pointer expansion from the task state (A.2 line 4).
-    async fn expand_pointers(&self, namespace_id: Uuid, state: &TaskState, g: &mut Gathered) -> Result<()> {
-        let pointer = Sources { pointer: true, ..Sources::default() };
+    async fn expand_pointers(&self, namespace_id: Uuid, state: &TaskState) -> Result<Vec<Event>> {
+        let mut out = Vec::new();
         let ids: Vec<Uuid> = state
             .key_pointers
             .iter()
@@ -299,7 +315,7 @@ impl ContextEngine {
             .collect();
         if !ids.is_empty() {
             match self.store.events_by_ids(namespace_id, &ids).await {
-                Ok(events) => g.add(events, pointer),
+                Ok(events) => out.extend(events),
                 // Pointers are checked when the state is written; an id that no longer resolves
                 // cannot happen in an append-only store, but must not break every pack if it does.
                 Err(StoreError::EventNotFound { .. }) => {}
@@ -311,11 +327,11 @@ impl ContextEngine {
                 KeyPointer::Event(_) => {}
                 KeyPointer::Artifact(a) => {
                     if let Ok(id) = a.parse::<ArtifactId>() {
-                        let events = self
-                            .store
-                            .events_with_artifact(namespace_id, id.as_bytes(), self.cfg.pointer_limit)
-                            .await?;
-                        g.add(events, pointer);
+                        out.extend(
+                            self.store
+                                .events_with_artifact(namespace_id, id.as_bytes(), self.cfg.pointer_limit)
+                                .await?,
+                        );
                     }
                 }
                 KeyPointer::Span { session_id, seqs } => {
@@ -325,14 +341,29 @@ impl ContextEngine {
                         .events_in_range(namespace_id, *session_id, range, self.cfg.pointer_limit, None)
                         .await
                     {
-                        Ok(page) => g.add(page.events, pointer),
+                        Ok(page) => out.extend(page.events),
                         Err(StoreError::SessionNotFound(_)) => {}
                         Err(e) => return Err(e.into()),
                     }
                 }
             }
         }
-        Ok(())
+        Ok(out)
+    }
+
+    /// Every search source's hits, with their events.
+    async fn search(&self, namespace_id: Uuid, q: &SearchQuery) -> Result<Vec<(crate::seams::SearchHit, Event)>> {
+        let mut out = Vec::new();
+        for source in self.sources.iter() {
+            let hits = source.search(q).await?;
+            let ids: Vec<Uuid> = hits.iter().map(|h| h.event_id).collect();
+            if ids.is_empty() {
+                continue;
+            }
+            let events = self.store.events_by_ids(namespace_id, &ids).await?;
+            out.extend(hits.into_iter().zip(events));
+        }
+        Ok(out)
     }
 
     /// Turns gathered events into candidates: task, supersession, premises, full-view blocks.

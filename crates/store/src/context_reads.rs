@@ -2,8 +2,10 @@
 //! key pointers, supersession. Every query is scoped by namespace.
 use uuid::Uuid;
 
+use crate::task_state::TaskStateRow;
+
 use crate::read::{EVENT_SELECT, EventRow, event_from_row};
-use crate::{Event, Result, Store};
+use crate::{Event, Result, Store, StoreError};
 
 impl Store {
     /// A session's events with seq < `before` (all when None), newest first, at most `limit`.
@@ -155,4 +157,96 @@ impl Store {
         .await?;
         Ok(rows)
     }
+
+    /// Everything a pack needs to know about its session and task, in one round trip: the
+    /// session's task, the task's current state, the task it was delegated from, the tasks it
+    /// delegated, and the sessions of all of them. `task` overrides the session's task.
+    pub async fn pack_context(&self, namespace_id: Uuid, session_id: Uuid, task: Option<&str>) -> Result<PackContext> {
+        type Row = (
+            Option<String>,
+            Option<String>,
+            Option<i64>,
+            Option<serde_json::Value>,
+            Option<String>,
+            Option<i32>,
+            Option<String>,
+            Option<String>,
+            Option<chrono::DateTime<chrono::Utc>>,
+            Option<String>,
+            Vec<String>,
+            Vec<Uuid>,
+            Vec<String>,
+        );
+        let row: Option<Row> = sqlx::query_as(
+            "WITH s AS (
+                 SELECT task_id AS session_task, COALESCE($3, task_id) AS task FROM sessions
+                 WHERE id = $1 AND namespace_id = $2
+             ), st AS (
+                 SELECT ts.* FROM task_states ts JOIN task_heads h USING (namespace_id, task_id, version), s
+                 WHERE ts.namespace_id = $2 AND ts.task_id = s.task
+             ), p AS (
+                 SELECT d.parent_task_id FROM delegations d, s WHERE d.namespace_id = $2 AND d.task_id = s.task
+             ), c AS (
+                 SELECT COALESCE(array_agg(d.task_id ORDER BY d.created_at, d.task_id), '{}') AS children
+                 FROM delegations d, s WHERE d.namespace_id = $2 AND d.parent_task_id = s.task
+             ), sc AS (
+                 SELECT COALESCE(array_agg(x.id ORDER BY x.created_at, x.id), '{}') AS ids,
+                        COALESCE(array_agg(x.task_id ORDER BY x.created_at, x.id), '{}') AS tasks
+                 FROM sessions x, s
+                 WHERE x.namespace_id = $2 AND x.task_id IS NOT NULL
+                   AND x.task_id = ANY(ARRAY[s.task] || (SELECT children FROM c) || ARRAY(SELECT parent_task_id FROM p))
+             )
+             SELECT s.session_task, s.task, st.version, st.state, st.rendered, st.tokens, st.tokenizer, st.author,
+                    st.created_at, (SELECT parent_task_id FROM p), (SELECT children FROM c), sc.ids, sc.tasks
+             FROM s LEFT JOIN st ON true, sc",
+        )
+        .bind(session_id)
+        .bind(namespace_id)
+        .bind(task)
+        .fetch_optional(&self.pool)
+        .await?;
+        let r = row.ok_or(StoreError::SessionNotFound(session_id))?;
+        let state = match (r.1.clone(), r.2, r.3, r.4, r.5, r.6, r.8) {
+            (
+                Some(task_id),
+                Some(version),
+                Some(state),
+                Some(rendered),
+                Some(tokens),
+                Some(tokenizer),
+                Some(created_at),
+            ) => Some(TaskStateRow {
+                task_id,
+                version: version as u64,
+                state,
+                rendered,
+                tokens: tokens.max(0) as u32,
+                tokenizer,
+                author: r.7,
+                created_at,
+            }),
+            _ => None,
+        };
+        Ok(PackContext {
+            session_task: r.0,
+            task_id: r.1,
+            state,
+            parent: r.9,
+            children: r.10,
+            sessions: r.11.into_iter().zip(r.12).collect(),
+        })
+    }
+}
+
+/// See [`Store::pack_context`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct PackContext {
+    pub session_task: Option<String>,
+    /// The task the pack is for (the requested one, else the session's).
+    pub task_id: Option<String>,
+    pub state: Option<TaskStateRow>,
+    pub parent: Option<String>,
+    pub children: Vec<String>,
+    /// Sessions of the task, its parent and its children: (session, task).
+    pub sessions: Vec<(Uuid, String)>,
 }

@@ -31,6 +31,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 pub use append::AppendRequest;
 pub use artifacts::Artifact;
+pub use context_reads::PackContext;
 pub use error::StoreError;
 pub use group::GroupCommitOptions;
 pub use keys::{Access, ApiKey, NewApiKey, token_hash};

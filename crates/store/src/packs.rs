@@ -43,6 +43,40 @@ impl Store {
         Ok(at)
     }
 
+    /// Stores several packs in one statement (one commit and WAL flush for all: concurrent
+    /// BuildPacks share it). Returns their creation times, in order.
+    pub async fn insert_packs(&self, rows: &[(Uuid, &PackRow)]) -> Result<Vec<DateTime<Utc>>> {
+        let ids: Vec<Uuid> = rows.iter().map(|(_, p)| p.id).collect();
+        let namespaces: Vec<Uuid> = rows.iter().map(|(ns, _)| *ns).collect();
+        let sessions: Vec<Uuid> = rows.iter().map(|(_, p)| p.session_id).collect();
+        let tasks: Vec<Option<String>> = rows.iter().map(|(_, p)| p.task_id.clone()).collect();
+        let versions: Vec<Option<i64>> = rows.iter().map(|(_, p)| p.task_state_version.map(|v| v as i64)).collect();
+        let tokenizers: Vec<&str> = rows.iter().map(|(_, p)| p.tokenizer.as_str()).collect();
+        let tokens: Vec<i32> = rows.iter().map(|(_, p)| p.tokens as i32).collect();
+        let requests: Vec<&serde_json::Value> = rows.iter().map(|(_, p)| &p.request).collect();
+        let packs: Vec<&serde_json::Value> = rows.iter().map(|(_, p)| &p.pack).collect();
+        let out: Vec<(Uuid, DateTime<Utc>)> = sqlx::query_as(
+            "INSERT INTO context_packs (id, namespace_id, session_id, task_id, task_state_version, tokenizer, tokens,
+                                        request, pack)
+             SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::int8[], $6::text[], $7::int4[],
+                                  $8::jsonb[], $9::jsonb[])
+             RETURNING id, created_at",
+        )
+        .bind(&ids)
+        .bind(&namespaces)
+        .bind(&sessions)
+        .bind(&tasks)
+        .bind(&versions)
+        .bind(&tokenizers)
+        .bind(&tokens)
+        .bind(&requests)
+        .bind(&packs)
+        .fetch_all(&self.pool)
+        .await?;
+        let at: std::collections::HashMap<Uuid, DateTime<Utc>> = out.into_iter().collect();
+        ids.iter().map(|id| at.get(id).copied().ok_or(StoreError::PackNotFound(*id))).collect()
+    }
+
     pub async fn pack(&self, namespace_id: Uuid, id: Uuid) -> Result<PackRow> {
         let row: Option<Row> = sqlx::query_as(
             "SELECT id, session_id, task_id, task_state_version, tokenizer, tokens, request, pack, created_at

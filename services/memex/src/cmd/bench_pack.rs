@@ -153,7 +153,13 @@ impl PhaseResult {
 }
 
 /// One open-loop phase at `rate` packs/s per worker for `seconds`.
-async fn phase(args: &PackArgs, conn: &Conn, sessions: &Arc<Vec<String>>, rate: f64, seconds: f64) -> anyhow::Result<PhaseResult> {
+async fn phase(
+    args: &PackArgs,
+    conn: &Conn,
+    sessions: &Arc<Vec<String>>,
+    rate: f64,
+    seconds: f64,
+) -> anyhow::Result<PhaseResult> {
     let hist = Arc::new(Mutex::new(hdrhistogram::Histogram::<u64>::new_with_bounds(1, 120_000_000, 3)?));
     let errors = Arc::new(std::sync::atomic::AtomicU64::new(0));
     // A few HTTP/2 connections shared by the workers, as agents behind a few gateways would.
@@ -290,14 +296,23 @@ async fn build_corpus(args: &PackArgs, conn: &Conn, mut have: u64) -> anyhow::Re
                         .update_task_state(pb::UpdateTaskStateRequest {
                             namespace: ns.clone(),
                             task_id: task,
-                            state: Some(pb::TaskState { goals: vec![goal], phase: pb::Phase::Execution as i32, ..Default::default() }),
+                            state: Some(pb::TaskState {
+                                goals: vec![goal],
+                                phase: pb::Phase::Execution as i32,
+                                ..Default::default()
+                            }),
                             ..Default::default()
                         })
                         .await?;
                     let inputs: Vec<pb::EventInput> = t.events.iter().map(TraceEvent::input).collect();
                     appended += inputs.len() as u64;
                     events
-                        .append_events(pb::AppendEventsRequest { namespace: ns.clone(), session_id: session, events: inputs, idempotency_key: String::new() })
+                        .append_events(pb::AppendEventsRequest {
+                            namespace: ns.clone(),
+                            session_id: session,
+                            events: inputs,
+                            idempotency_key: String::new(),
+                        })
                         .await
                         .context("append")?;
                 }
