@@ -18,16 +18,18 @@
 
 mod candidate;
 mod mmr;
+mod model;
 mod pack;
 mod render;
 mod score;
 
 pub use candidate::{Candidate, ItemType, QuotaGroup, Relation, Role, Sources, TaskContext, is_assessment_item};
 pub use mmr::{MmrItem, Sketch, mmr_select};
-pub use pack::{
+pub use model::{
     BlockKind, Budgets, Decision, Exclusion, Outcome, PackBlock, PackError, PackItem, PackParams, PackRequest, Quotas,
-    RetrievalPack, TailEntry, build_pack,
+    RetrievalPack, TailEntry,
 };
+pub use pack::build_pack;
 pub use render::{query_terms, render_item};
 pub use score::{
     BaseWeights, CONSTRAINT_FLOOR, M_MAX, SELF_ASSESSMENT, SUPERSEDED, ScoreParts, phase_salience, score_all,
