@@ -1,1 +1,100 @@
-//! The VCC trace compiler (skeleton; being built on the `vcc` branch).
+//! # memex-vcc — the VCC trace compiler
+//!
+//! Compiles agent traces (Claude Code JSONL, Codex CLI rollouts, Gemini CLI sessions, memex's
+//! own events) into the views of VCC ("View-oriented Conversation Compiler"), byte-identical to
+//! the reference implementation (`lllyasviel/VCC` @ b98acfd) on Claude Code input:
+//!
+//! * the **full view** (`.txt`): every block, every line — memex's coordinate system;
+//! * the **UI view** (`.min.txt`): what the user saw, tool calls as one-line summaries with
+//!   `(file:call,result)` pointers;
+//! * the **adaptive view** (`.view.txt`) and the **transposed view** (the CLI's stdout): the
+//!   blocks a [`Predicate`] selects, each with a `(file:start-end)` pointer.
+//!
+//! Pipeline: lex (`lex`: bytes → lines → records, per format) → merge streamed chunks and split
+//! chains at compactions (`assemble`) → parse records into sections and blocks (`parse`) → one
+//! line-assignment pass ([`Chain`]) → lower and emit each view (`lower`). Lowering only selects,
+//! truncates or annotates; it never renumbers, so every pointer of every view resolves into the
+//! full view.
+//!
+//! The crate is pure: no file system, clock, environment or async. Callers hand it bytes and
+//! receive strings and bytes; `memex view` is a thin file-I/O wrapper over [`compile`].
+//!
+//! ## Capabilities for the service
+//!
+//! * Compile in memory: [`compile`] `(bytes, stem, CompileOptions, ViewOptions) →`
+//!   [`Compilation`] (per chain: full, UI and adaptive view text, media via
+//!   [`Chain::media`], diagnostics with `line`/`col`). [`Compiler`] is the same thing fed in
+//!   chunks; [`Lexer`] + [`Compiler::push_records`] split it in two halves that can run on two
+//!   threads (same bytes out).
+//! * A compiled, immutable IR: [`CompiledTrace`] (`Send + Sync`, [`CompiledTrace::size_bytes`]
+//!   for a cache weigher). Each [`Chain`] re-renders [`Chain::ui_view`] /
+//!   [`Chain::adaptive_view`] with other options or predicates without re-parsing, and answers
+//!   line lookups: [`Chain::read_lines`] (text, line kind, role and block of each full-view
+//!   line in a range) and [`Chain::blocks`] / [`Chain::sections`] (boundaries).
+//! * Events: [`trace_events`] maps any input format to flat [`EventRecord`]s (kind, content,
+//!   tool name and call id, event time, agent id, metadata), documented losses included.
+//! * Predicates: [`Predicate`] (block-level, for rankers: BM25 or embeddings can score
+//!   [`Candidate`]s and return top-k [`Hit`]s) and [`LineMatcher`] (regex, literal, …).
+//! * JSON: [`manifest::chain_manifest`] — views plus pointer metadata, deterministic.
+//!
+//! ## Where the reference crashes, this crate does not
+//!
+//! A malformed JSON line, a non-object record, invalid UTF-8, invalid base64 or a field of the
+//! wrong type yields a [`Diagnostic`] (`line:col: message`); the rest of the input is compiled.
+//! With [`CompileOptions::strict`] the first diagnostic is a [`CompileError`].
+
+mod assemble;
+
+pub use assemble::ReadyChain;
+mod compile;
+mod diag;
+mod events;
+mod ir;
+mod json;
+mod lex;
+mod lines;
+mod lower;
+pub mod manifest;
+mod media;
+mod parse;
+mod predicate;
+mod pyfmt;
+mod pyregex;
+mod record;
+mod stats;
+mod text;
+mod tool;
+
+pub use compile::{
+    ChainViews, Compilation, CompileError, CompileOptions, CompiledTrace, Compiler, Lexer, Records, ViewOptions,
+    compile, compile_trace,
+};
+pub use diag::{Diagnostic, Severity};
+pub use events::{EventRecord, trace_events};
+pub use ir::{Block, BlockKind, Chain, ChainFiles, LineRange, MediaFile, Role, SEPARATOR, Section, Speaker};
+pub use lex::{InputFormat, TraceFormat};
+pub use lines::{LineInfo, LineKind};
+pub use lower::{
+    AdaptiveView, TransposedEntry, UiOptions, UiPointer, UiPointerKind, UiView, short_name, transposed_view,
+};
+pub use predicate::{
+    Candidate, Hit, LineMatcher, Lines, Literal, Match, PatternError, Predicate, PyRegex, RoleFilter, Terms,
+};
+
+/// Counts words the way the reference's summary lines do (non-whitespace tokens).
+pub fn word_count(text: &str) -> usize {
+    text::count_words(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn compiled_ir_is_send_and_sync() {
+        assert_send_sync::<CompiledTrace>();
+        assert_send_sync::<Chain>();
+    }
+}

@@ -1,0 +1,426 @@
+//! The intermediate representation: one [`Chain`] per conversation chain, made of sections
+//! (one header each) and blocks (one searchable body each), with full-view line numbers.
+//!
+//! Line numbers are assigned once, by [`Chain::assign_lines`], and every view is a lowering of
+//! the same chain: lowering selects, truncates or annotates, it never renumbers. That is what
+//! makes every `(file:start-end)` pointer of every view resolve into the full view.
+//!
+//! A "line" is what the reference counts as one: an element of its line list. It is almost
+//! always a physical line, except that a header or label built from an input string containing
+//! `\n` (a tool name, a media type) stays one logical line, exactly as in the reference.
+
+use serde::Serialize;
+
+/// The 30 × U+2550 separator line between sections.
+pub const SEPARATOR: &str = "══════════════════════════════";
+
+/// Who speaks in a section, i.e. which header it has.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    User,
+    Assistant,
+    System,
+    /// `[tool] name:id` — a tool result.
+    Tool,
+    /// `[tool_error] name:id`.
+    ToolError,
+    /// A memex event kind with its own label (`decision`, `constraint`, `report`, `note`, `x-…`).
+    Other(String),
+}
+
+impl Role {
+    /// The role name as used in JSON output and predicates.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::System => "system",
+            Role::Tool => "tool",
+            Role::ToolError => "tool_error",
+            Role::Other(label) => label,
+        }
+    }
+}
+
+/// The speaker a text, image or document block belongs to (the reference's `text_type`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Speaker {
+    User,
+    Assistant,
+    System,
+    Other(String),
+}
+
+impl Speaker {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Speaker::User => "user",
+            Speaker::Assistant => "assistant",
+            Speaker::System => "system",
+            Speaker::Other(label) => label,
+        }
+    }
+}
+
+/// What a block is. Its [`BlockKind::node_type`] is the tag the transposed view prints.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum BlockKind {
+    Text {
+        speaker: Speaker,
+    },
+    /// `[compact summary — N lines]`: not searchable.
+    CompactSummary,
+    Thinking,
+    RedactedThinking,
+    ToolCall {
+        name: String,
+        id: String,
+        /// The UI view's `* Name "value"` line, without pointers.
+        #[serde(skip)]
+        summary: String,
+    },
+    ToolResult,
+    ToolError,
+    Image {
+        speaker: Speaker,
+    },
+    Document {
+        speaker: Speaker,
+    },
+}
+
+impl BlockKind {
+    /// The reference's IR node type (`user`, `thinking`, `tool_call`, `assistant_image`, …).
+    pub fn node_type(&self) -> String {
+        match self {
+            BlockKind::Text { speaker } => speaker.as_str().to_string(),
+            BlockKind::CompactSummary => "user".into(),
+            BlockKind::Thinking => "thinking".into(),
+            BlockKind::RedactedThinking => "redacted_thinking".into(),
+            BlockKind::ToolCall { .. } => "tool_call".into(),
+            BlockKind::ToolResult => "tool_result".into(),
+            BlockKind::ToolError => "tool_error".into(),
+            BlockKind::Image { speaker } => format!("{}_image", speaker.as_str()),
+            BlockKind::Document { speaker } => format!("{}_document", speaker.as_str()),
+        }
+    }
+
+    /// `>>>name` / `<<<name` delimiters around the body, if the block has them.
+    pub(crate) fn delimiters(&self) -> Option<(String, &'static str)> {
+        match self {
+            BlockKind::Thinking => Some((">>>thinking".into(), "<<<thinking")),
+            BlockKind::RedactedThinking => Some((">>>redacted_thinking".into(), "<<<redacted_thinking")),
+            BlockKind::ToolCall { name, id, .. } => {
+                Some((format!(">>>tool_call {name}:{}", short_id(id)), "<<<tool_call"))
+            }
+            _ => None,
+        }
+    }
+
+    pub fn is_searchable(&self) -> bool {
+        !matches!(self, BlockKind::CompactSummary)
+    }
+
+    pub fn is_thinking(&self) -> bool {
+        matches!(self, BlockKind::Thinking | BlockKind::RedactedThinking)
+    }
+}
+
+/// The reference's `_short_tid`: the last six characters of a tool id.
+pub(crate) fn short_id(id: &str) -> &str {
+    match id.char_indices().rev().nth(5) {
+        Some((at, _)) => &id[at..],
+        None => id,
+    }
+}
+
+/// A block's body: the lines of its searchable node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Body {
+    /// `text.split('\n')`, stored joined.
+    Lines(String),
+    /// Exactly one logical line.
+    Line(String),
+    /// No body node (a tool call whose input is empty).
+    Empty,
+}
+
+impl Body {
+    pub fn line_count(&self) -> u32 {
+        match self {
+            Body::Lines(text) => count_newlines(text) + 1,
+            Body::Line(_) => 1,
+            Body::Empty => 0,
+        }
+    }
+
+    /// The body's lines (`"\n".join` of them is [`Body::joined`]).
+    pub fn lines(&self) -> BodyLines<'_> {
+        match self {
+            Body::Lines(text) => BodyLines::Split(text.split('\n')),
+            Body::Line(line) => BodyLines::One(Some(line)),
+            Body::Empty => BodyLines::One(None),
+        }
+    }
+
+    /// `"\n".join(lines)`.
+    pub fn joined(&self) -> &str {
+        match self {
+            Body::Lines(text) | Body::Line(text) => text,
+            Body::Empty => "",
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Body::Lines(s) | Body::Line(s) => s.capacity(),
+            Body::Empty => 0,
+        }
+    }
+}
+
+fn count_newlines(text: &str) -> u32 {
+    memchr::memchr_iter(b'\n', text.as_bytes()).count() as u32
+}
+
+/// Iterator over a body's lines.
+pub(crate) enum BodyLines<'a> {
+    Split(std::str::Split<'a, char>),
+    One(Option<&'a str>),
+}
+
+impl<'a> Iterator for BodyLines<'a> {
+    type Item = &'a str;
+    fn next(&mut self) -> Option<&'a str> {
+        match self {
+            BodyLines::Split(it) => it.next(),
+            BodyLines::One(line) => line.take(),
+        }
+    }
+}
+
+/// One block with its full-view coordinates (1-based, inclusive).
+#[derive(Debug, Clone)]
+pub struct Block {
+    pub(crate) kind: BlockKind,
+    pub(crate) body: Body,
+    pub(crate) section: u32,
+    /// The opening delimiter, or the first body line.
+    pub(crate) first_line: u32,
+    pub(crate) body_start: u32,
+    /// The closing delimiter, or the last body line.
+    pub(crate) last_line: u32,
+}
+
+impl Block {
+    pub fn kind(&self) -> &BlockKind {
+        &self.kind
+    }
+    /// Index of the section this block belongs to.
+    pub fn section(&self) -> usize {
+        self.section as usize
+    }
+    /// Full-view lines of the whole block, delimiters included.
+    pub fn range(&self) -> LineRange {
+        LineRange::new(self.first_line, self.last_line)
+    }
+    /// Full-view lines of the body (the searchable node); `None` for an empty tool call.
+    pub fn body_range(&self) -> Option<LineRange> {
+        let n = self.body.line_count();
+        (n > 0).then(|| LineRange::new(self.body_start, self.body_start + n - 1))
+    }
+    /// The body text, lines joined with `\n`.
+    pub fn text(&self) -> &str {
+        self.body.joined()
+    }
+    pub(crate) fn body_lines(&self) -> BodyLines<'_> {
+        self.body.lines()
+    }
+}
+
+/// One section: an optional separator, a header, blocks.
+#[derive(Debug, Clone)]
+pub struct Section {
+    pub(crate) role: Role,
+    pub(crate) header: String,
+    pub(crate) blocks: std::ops::Range<u32>,
+    pub(crate) header_line: u32,
+    pub(crate) last_line: u32,
+    pub(crate) timestamp: Option<String>,
+}
+
+impl Section {
+    pub fn role(&self) -> &Role {
+        &self.role
+    }
+    pub fn header(&self) -> &str {
+        &self.header
+    }
+    /// Header line through the last content line (the separator before it excluded).
+    pub fn range(&self) -> LineRange {
+        LineRange::new(self.header_line, self.last_line)
+    }
+    /// Indices into [`Chain::blocks`].
+    pub fn block_indices(&self) -> std::ops::Range<usize> {
+        self.blocks.start as usize..self.blocks.end as usize
+    }
+    /// The input record's timestamp, when it had one.
+    pub fn timestamp(&self) -> Option<&str> {
+        self.timestamp.as_deref()
+    }
+}
+
+/// An inclusive, 1-based range of full-view lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct LineRange {
+    pub start: u32,
+    pub end: u32,
+}
+
+impl LineRange {
+    pub fn new(start: u32, end: u32) -> Self {
+        LineRange { start, end }
+    }
+    pub fn contains(&self, line: u32) -> bool {
+        (self.start..=self.end).contains(&line)
+    }
+}
+
+impl std::fmt::Display for LineRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.start, self.end)
+    }
+}
+
+/// An extracted image or document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MediaFile {
+    /// File name, e.g. `trace_1_img_0.png`.
+    pub name: String,
+    pub bytes: Vec<u8>,
+}
+
+/// One compiled conversation chain: the full view's structure plus everything the other views
+/// need. Immutable once built.
+#[derive(Debug, Clone)]
+pub struct Chain {
+    pub(crate) sections: Vec<Section>,
+    pub(crate) blocks: Vec<Block>,
+    /// Full-view line count without the stats footer (the trailing empty line included).
+    pub(crate) body_lines: u32,
+    pub(crate) footer: Option<Vec<String>>,
+    pub(crate) media: Vec<MediaFile>,
+    pub(crate) names: ChainFiles,
+}
+
+/// The file names of one chain's outputs (`<stem><sfx>.txt`, …).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChainFiles {
+    pub full: String,
+    pub ui: String,
+    pub adaptive: String,
+    /// `<stem><sfx>`, the prefix of media file names.
+    pub prefix: String,
+}
+
+impl ChainFiles {
+    pub(crate) fn new(stem: &str, chain: usize, chains: usize) -> Self {
+        let prefix = if chains > 1 { format!("{stem}_{}", chain + 1) } else { stem.to_string() };
+        ChainFiles {
+            full: format!("{prefix}.txt"),
+            ui: format!("{prefix}.min.txt"),
+            adaptive: format!("{prefix}.view.txt"),
+            prefix,
+        }
+    }
+}
+
+impl Chain {
+    pub fn sections(&self) -> &[Section] {
+        &self.sections
+    }
+    pub fn blocks(&self) -> &[Block] {
+        &self.blocks
+    }
+    pub fn files(&self) -> &ChainFiles {
+        &self.names
+    }
+    pub fn media(&self) -> &[MediaFile] {
+        &self.media
+    }
+    /// The stats footer lines (after the separator), if the chain had API usage.
+    pub fn footer(&self) -> Option<&[String]> {
+        self.footer.as_deref()
+    }
+    /// Number of lines of the full view, stats footer included (the CLI's "N lines").
+    pub fn full_line_count(&self) -> u32 {
+        self.body_lines + self.footer.as_ref().map_or(0, |f| f.len() as u32 + 1)
+    }
+
+    /// Approximate heap size, for cache weighers.
+    pub fn size_bytes(&self) -> usize {
+        let blocks: usize = self.blocks.iter().map(|b| std::mem::size_of::<Block>() + b.body.heap_bytes()).sum();
+        let sections: usize = self.sections.iter().map(|s| std::mem::size_of::<Section>() + s.header.capacity()).sum();
+        let media: usize = self.media.iter().map(|m| m.bytes.len() + m.name.len()).sum();
+        let footer: usize = self.footer.iter().flatten().map(String::len).sum();
+        std::mem::size_of::<Chain>() + blocks + sections + media + footer
+    }
+
+    /// The one line-assignment pass (see the module docs). Blocks are laid out as in the full
+    /// view: separator (2 lines) before every section but the first, header + empty line, blocks
+    /// separated by one empty line, a trailing empty line at the end.
+    pub(crate) fn assign_lines(&mut self) {
+        let mut line = 1u32;
+        for (i, section) in self.sections.iter_mut().enumerate() {
+            if i > 0 {
+                line += 2;
+            }
+            section.header_line = line;
+            line += 2;
+            let mut last = line - 1;
+            for (j, block) in self.blocks[section.block_indices()].iter_mut().enumerate() {
+                if j > 0 {
+                    line += 1;
+                }
+                block.first_line = line;
+                let delimited = block.kind.delimiters().is_some();
+                if delimited {
+                    line += 1;
+                }
+                block.body_start = line;
+                line += block.body.line_count();
+                if delimited {
+                    line += 1;
+                }
+                block.last_line = line - 1;
+                last = line - 1;
+            }
+            section.last_line = last;
+        }
+        self.body_lines = line;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_ids_keep_last_six_chars() {
+        assert_eq!(short_id("toolu_018qV1Sc"), "8qV1Sc");
+        assert_eq!(short_id("abc"), "abc");
+        assert_eq!(short_id("ééééééé"), "éééééé");
+        assert_eq!(short_id(""), "");
+    }
+
+    #[test]
+    fn chain_file_names() {
+        let one = ChainFiles::new("s", 0, 1);
+        assert_eq!((one.full.as_str(), one.ui.as_str()), ("s.txt", "s.min.txt"));
+        let two = ChainFiles::new("s", 1, 2);
+        assert_eq!((two.full.as_str(), two.prefix.as_str()), ("s_2.txt", "s_2"));
+    }
+}

@@ -1,0 +1,321 @@
+//! Lexing: bytes → lines → JSON records → [`Rec`]s, for every input format.
+//!
+//! The [`Reader`] is fed arbitrary chunks (so a large file never has to be in memory at once),
+//! splits them into lines with Python's universal-newline rules (`\n`, `\r\n`, `\r`), decodes
+//! each line as UTF-8 and hands JSON objects to the format's [`LineLexer`]. A line that is not
+//! valid JSON, not an object, or not valid UTF-8 becomes a diagnostic; the next line is read as
+//! usual. Gemini CLI sessions are one pretty-printed JSON document, so that format buffers the
+//! whole input and is lexed at the end.
+
+mod claude;
+mod codex;
+mod gemini;
+mod memex;
+
+use crate::diag::{Diags, Severity, column};
+use crate::json::{Object, Schema, Value, parse_document};
+use crate::record::Rec;
+use serde::Serialize;
+use std::borrow::Cow;
+
+/// Input format requested by the caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputFormat {
+    /// Decide from the first record.
+    #[default]
+    Auto,
+    Claude,
+    Codex,
+    Gemini,
+    Memex,
+}
+
+/// The format an input was compiled as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TraceFormat {
+    /// Claude Code session JSONL.
+    Claude,
+    /// OpenAI Codex CLI rollout JSONL.
+    Codex,
+    /// Gemini CLI session JSON.
+    Gemini,
+    /// memex's own exported events (JSONL).
+    Memex,
+}
+
+/// Receives the records of one input in order.
+pub(crate) trait RecConsumer {
+    fn rec(&mut self, rec: Rec<'_>, d: &mut Diags);
+}
+
+/// A format whose records are one JSON object per line.
+pub(crate) trait LineLexer {
+    /// Which fields of a record to build (the rest is validated and skipped).
+    fn schema(&self) -> Schema;
+    /// Turns one record into zero or more [`Rec`]s.
+    fn record<'a>(&mut self, line: u32, record: Object<'a>, d: &mut Diags) -> Vec<Rec<'a>>;
+}
+
+enum State {
+    Detect,
+    Lines(Box<dyn LineLexer + Send>),
+    Document { start_line: u32, buf: Vec<u8> },
+}
+
+/// Streaming front end of one input.
+pub(crate) struct Reader {
+    detected: Option<TraceFormat>,
+    state: State,
+    carry: Vec<u8>,
+    skip_lf: bool,
+    line_no: u32,
+    /// Set when a strict compile hit its first diagnostic: the rest is ignored.
+    pub halted: bool,
+    strict: bool,
+}
+
+impl Reader {
+    pub fn new(requested: InputFormat, strict: bool) -> Self {
+        let mut reader = Reader {
+            detected: None,
+            state: State::Detect,
+            carry: Vec::new(),
+            skip_lf: false,
+            line_no: 0,
+            halted: false,
+            strict,
+        };
+        match requested {
+            InputFormat::Auto => {}
+            InputFormat::Gemini => reader.start_document(1),
+            InputFormat::Claude => reader.start_lines(TraceFormat::Claude),
+            InputFormat::Codex => reader.start_lines(TraceFormat::Codex),
+            InputFormat::Memex => reader.start_lines(TraceFormat::Memex),
+        }
+        reader
+    }
+
+    /// The format in use (Claude until something else was detected).
+    pub fn format(&self) -> TraceFormat {
+        self.detected.unwrap_or(TraceFormat::Claude)
+    }
+
+    fn start_lines(&mut self, format: TraceFormat) {
+        self.detected = Some(format);
+        let lexer: Box<dyn LineLexer + Send> = match format {
+            TraceFormat::Codex => Box::<codex::CodexLexer>::default(),
+            TraceFormat::Memex => Box::<memex::MemexLexer>::default(),
+            TraceFormat::Claude | TraceFormat::Gemini => Box::new(claude::ClaudeLexer),
+        };
+        self.state = State::Lines(lexer);
+    }
+
+    fn start_document(&mut self, start_line: u32) {
+        self.detected = Some(TraceFormat::Gemini);
+        self.state = State::Document { start_line, buf: Vec::new() };
+    }
+
+    /// Feeds the next chunk of input.
+    pub fn push(&mut self, bytes: &[u8], c: &mut dyn RecConsumer, d: &mut Diags) {
+        let mut rest = bytes;
+        if self.skip_lf {
+            self.skip_lf = false;
+            if rest.first() == Some(&b'\n') {
+                rest = &rest[1..];
+            }
+        }
+        if !self.carry.is_empty() {
+            let Some(at) = memchr::memchr2(b'\n', b'\r', rest) else {
+                self.carry.extend_from_slice(rest);
+                return;
+            };
+            let mut line = std::mem::take(&mut self.carry);
+            line.extend_from_slice(&rest[..at]);
+            self.line(&line, c, d);
+            rest = &rest[self.after_terminator(rest, at)..];
+        }
+        while !self.halted {
+            let Some(at) = memchr::memchr2(b'\n', b'\r', rest) else {
+                break;
+            };
+            self.line(&rest[..at], c, d);
+            rest = &rest[self.after_terminator(rest, at)..];
+        }
+        if !self.halted {
+            self.carry.extend_from_slice(rest);
+        }
+    }
+
+    /// Index just past the terminator at `at` (`\r\n` counts once, even across chunks).
+    fn after_terminator(&mut self, b: &[u8], at: usize) -> usize {
+        if b[at] == b'\r' {
+            match b.get(at + 1) {
+                Some(b'\n') => return at + 2,
+                None => self.skip_lf = true,
+                Some(_) => {}
+            }
+        }
+        at + 1
+    }
+
+    /// Ends the input: the unterminated last line, then a buffered document.
+    pub fn finish(&mut self, c: &mut dyn RecConsumer, d: &mut Diags) {
+        if !self.carry.is_empty() && !self.halted {
+            let line = std::mem::take(&mut self.carry);
+            self.line(&line, c, d);
+        }
+        if let State::Document { start_line, buf } = &mut self.state {
+            let (start, buf) = (*start_line, std::mem::take(buf));
+            if !self.halted {
+                gemini::lex_document(&buf, start, c, d);
+            }
+        }
+    }
+
+    fn line(&mut self, raw: &[u8], c: &mut dyn RecConsumer, d: &mut Diags) {
+        self.line_no += 1;
+        d.line = self.line_no;
+        if let State::Document { buf, .. } = &mut self.state {
+            buf.extend_from_slice(raw);
+            buf.push(b'\n');
+            return;
+        }
+        let text = decode_line(raw, self.line_no, d);
+        if crate::text::py_strip(&text).is_empty() {
+            return self.check_halt(d);
+        }
+        if let State::Detect = self.state {
+            self.detect(&text);
+            if let State::Document { buf, .. } = &mut self.state {
+                buf.extend_from_slice(text.as_bytes());
+                buf.push(b'\n');
+                return;
+            }
+        }
+        if let State::Lines(lexer) = &mut self.state {
+            lex_line(lexer.as_mut(), &text, self.line_no, c, d);
+        }
+        self.check_halt(d);
+    }
+
+    fn check_halt(&mut self, d: &Diags) {
+        if self.strict && !d.items.is_empty() {
+            self.halted = true;
+        }
+    }
+
+    /// Auto-detection from the first non-blank line.
+    fn detect(&mut self, text: &str) {
+        const PROBE: Schema = Schema::Fields(&[
+            ("type", Schema::Full),
+            ("seq", Schema::ObjectOnly(&[])),
+            ("kind", Schema::ObjectOnly(&[])),
+            ("session_id", Schema::ObjectOnly(&[])),
+            ("payload", Schema::ObjectOnly(&[])),
+            ("messages", Schema::ObjectOnly(&[])),
+            ("sessionId", Schema::ObjectOnly(&[])),
+            ("projectHash", Schema::ObjectOnly(&[])),
+        ]);
+        let format = match parse_document(text, PROBE) {
+            Ok((Value::Object(o), _)) => detect_object(&o),
+            Ok(_) => TraceFormat::Claude,
+            // A pretty-printed document opens with a line that is just `{` (or `[`); a torn
+            // JSONL record is anything longer and stays Claude (and becomes a diagnostic).
+            Err(_) if matches!(crate::text::py_strip(text), "{" | "[") => TraceFormat::Gemini,
+            Err(_) => TraceFormat::Claude,
+        };
+        match format {
+            TraceFormat::Gemini => self.start_document(self.line_no),
+            other => self.start_lines(other),
+        }
+    }
+}
+
+fn detect_object(o: &Object<'_>) -> TraceFormat {
+    let has = |k: &str| o.contains_key(k);
+    if has("seq") && has("kind") && has("session_id") {
+        return TraceFormat::Memex;
+    }
+    const CODEX_TYPES: [&str; 6] =
+        ["session_meta", "response_item", "event_msg", "turn_context", "compacted", "world_state"];
+    let rtype = o.get("type").and_then(Value::as_str);
+    if has("payload") && rtype.is_some_and(|t| CODEX_TYPES.contains(&t)) {
+        return TraceFormat::Codex;
+    }
+    if has("messages") && (has("sessionId") || has("projectHash")) {
+        return TraceFormat::Gemini;
+    }
+    TraceFormat::Claude
+}
+
+/// Decodes a line as UTF-8; invalid bytes become U+FFFD with a warning at the first of them.
+fn decode_line<'b>(raw: &'b [u8], line: u32, d: &mut Diags) -> Cow<'b, str> {
+    match std::str::from_utf8(raw) {
+        Ok(s) => Cow::Borrowed(s),
+        Err(e) => {
+            let valid = std::str::from_utf8(&raw[..e.valid_up_to()]).unwrap_or_default();
+            let col = valid.chars().count() as u32 + 1;
+            d.at(line, col, Severity::Warning, "invalid UTF-8; bytes replaced with U+FFFD");
+            String::from_utf8_lossy(raw)
+        }
+    }
+}
+
+fn lex_line(lexer: &mut dyn LineLexer, text: &str, line: u32, c: &mut dyn RecConsumer, d: &mut Diags) {
+    let record = match parse_document(text, lexer.schema()) {
+        Ok((Value::Object(o), replaced)) => {
+            if replaced {
+                d.warn("lone UTF-16 surrogate escape replaced with U+FFFD");
+            }
+            o
+        }
+        Ok(_) => {
+            d.error("record is not a JSON object; skipped");
+            return;
+        }
+        Err(e) => {
+            let col = column(text, e.offset);
+            d.at(line, col, Severity::Error, format!("invalid JSON: {}; line skipped", e.message));
+            return;
+        }
+    };
+    for rec in lexer.record(line, record, d) {
+        c.rec(rec, d);
+    }
+}
+
+/// Builds a text content block `{"type": "text", "text": …}`.
+pub(crate) fn text_block<'a>(text: impl Into<Cow<'a, str>>) -> Value<'a> {
+    Value::object([("type", Value::str("text")), ("text", Value::Str(text.into()))])
+}
+
+/// Builds a thinking block.
+pub(crate) fn thinking_block<'a>(text: impl Into<Cow<'a, str>>) -> Value<'a> {
+    Value::object([("type", Value::str("thinking")), ("thinking", Value::Str(text.into()))])
+}
+
+/// Builds a `tool_use` block.
+pub(crate) fn tool_use_block<'a>(id: Value<'a>, name: Value<'a>, input: Value<'a>) -> Value<'a> {
+    Value::object([("type", Value::str("tool_use")), ("id", id), ("name", name), ("input", input)])
+}
+
+/// Builds a `tool_result` block carrying its tool's name (see `ToolNames::InResult`).
+pub(crate) fn tool_result_block<'a>(id: Value<'a>, name: String, is_error: bool, content: Value<'a>) -> Value<'a> {
+    Value::object([
+        ("type", Value::str("tool_result")),
+        ("tool_use_id", id),
+        ("name", Value::str(name)),
+        ("is_error", Value::Bool(is_error)),
+        ("content", content),
+    ])
+}
+
+/// Tool input from a JSON-encoded argument string: the object if it is one, else `{"input": s}`.
+pub(crate) fn tool_input_from_text(text: Cow<'_, str>) -> Value<'_> {
+    match parse_document(&text, Schema::Full) {
+        Ok((v @ Value::Object(_), _)) => v.into_owned(),
+        _ => Value::object([("input", Value::Str(text))]),
+    }
+}
