@@ -32,7 +32,8 @@ const APPEND_SQL: &str = r#"
 WITH s AS (
     UPDATE sessions SET next_seq = next_seq + $3
     WHERE id = $1 AND namespace_id = $2
-    RETURNING next_seq - $3 AS first_seq, agent_id, task_id
+    RETURNING next_seq - $3 AS first_seq, agent_id,
+              (SELECT h.version FROM task_heads h WHERE h.namespace_id = $2 AND h.task_id = sessions.task_id) AS head
 ), b AS (
     INSERT INTO append_batches (namespace_id, idempotency_key, session_id, first_seq, event_count, request_hash)
     SELECT $2, $4, $1, s.first_seq, $3, $5 FROM s WHERE $4::text IS NOT NULL
@@ -46,12 +47,12 @@ WITH s AS (
                         tool_call_id, event_time, content, artifact_id, metadata, task_state_version)
     SELECT $1, s.first_seq + t.ord - 1, t.id, $2, t.kind, COALESCE(t.agent_id, s.agent_id), t.task_id,
            t.tool_name, t.tool_call_id, COALESCE(t.event_time, now()), t.content, t.artifact_id, t.metadata,
-           th.version
-    FROM s CROSS JOIN UNNEST($6::uuid[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
+           CASE WHEN t.task_id IS NULL THEN s.head
+                ELSE (SELECT h.version FROM task_heads h WHERE h.namespace_id = $2 AND h.task_id = t.task_id) END
+    FROM s, UNNEST($6::uuid[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
                    $12::timestamptz[], $13::text[], $14::bytea[], $15::jsonb[])
             WITH ORDINALITY AS t (id, kind, agent_id, task_id, tool_name, tool_call_id, event_time,
                                   content, artifact_id, metadata, ord)
-    LEFT JOIN task_heads th ON th.namespace_id = $2 AND th.task_id = COALESCE(t.task_id, s.task_id)
     RETURNING 1
 )
 SELECT s.first_seq, (SELECT count(*) FROM e) FROM s
