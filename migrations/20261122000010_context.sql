@@ -31,14 +31,13 @@ CREATE TRIGGER task_states_append_only BEFORE UPDATE OR DELETE OR TRUNCATE ON ta
 -- reference). The append statement fills it from task_heads; NULL when the task has no state.
 ALTER TABLE events ADD COLUMN task_state_version bigint;
 
--- Standing items of a session (decisions, constraints, reports, pinned events — candidates of
--- every pack of their task) and its system events. Partial: ordinary events cost it nothing.
+-- Standing items of a session — decisions, constraints, reports, pinned events, events that
+-- supersede another ("objective v3 supersedes v2") — are candidates of every pack of their task;
+-- its system events form the pack's system block. One partial index serves both, so ordinary
+-- events cost it only a predicate check (ingest cost measured in the context engine's notes).
 CREATE INDEX events_standing ON events (session_id, seq)
-    WHERE kind IN ('decision', 'constraint', 'report', 'system') OR (metadata ->> 'pin') = 'true';
--- "objective v3 supersedes v2": which events are superseded.
-CREATE INDEX events_supersedes ON events ((metadata ->> 'supersedes')) WHERE metadata ? 'supersedes';
--- Key pointers to artifacts expand to the events that carry them.
-CREATE INDEX events_artifact ON events (namespace_id, artifact_id) WHERE artifact_id IS NOT NULL;
+    WHERE kind IN ('decision', 'constraint', 'report', 'system')
+       OR (metadata ->> 'pin') = 'true' OR metadata ? 'supersedes';
 -- A task's sessions.
 CREATE INDEX sessions_task ON sessions (namespace_id, task_id) WHERE task_id IS NOT NULL;
 

@@ -202,7 +202,7 @@ impl ContextEngine {
             limit: self.cfg.search_limit,
         };
         let (pointed, standing, anchored, searched) = tokio::try_join!(
-            self.expand_pointers(namespace_id, &state),
+            self.expand_pointers(namespace_id, &state, &scope),
             async { Ok(self.store.standing_events(namespace_id, &scope, false, self.cfg.standing_limit).await?) },
             async {
                 if anchors.is_empty() {
@@ -306,7 +306,7 @@ impl ContextEngine {
     }
 
     /// Pointer expansion from the task state (A.2 line 4).
-    async fn expand_pointers(&self, namespace_id: Uuid, state: &TaskState) -> Result<Vec<Event>> {
+    async fn expand_pointers(&self, namespace_id: Uuid, state: &TaskState, scope: &[Uuid]) -> Result<Vec<Event>> {
         let mut out = Vec::new();
         let ids: Vec<Uuid> = state
             .key_pointers
@@ -329,7 +329,7 @@ impl ContextEngine {
                     if let Ok(id) = a.parse::<ArtifactId>() {
                         out.extend(
                             self.store
-                                .events_with_artifact(namespace_id, id.as_bytes(), self.cfg.pointer_limit)
+                                .events_with_artifact(namespace_id, scope, id.as_bytes(), self.cfg.pointer_limit)
                                 .await?,
                         );
                     }
@@ -376,8 +376,9 @@ impl ContextEngine {
     ) -> Result<Vec<Candidate>> {
         let (events, sources): (Vec<Event>, Vec<Sources>) = g.events.into_values().unzip();
         let ctx = self.context_events(namespace_id, &events).await?;
-        let ids: Vec<Uuid> = ctx.iter().map(|e| e.id).collect();
-        let superseded = self.store.superseded(namespace_id, &ids).await?;
+        // Supersession is read from the candidates themselves: an event that supersedes another is
+        // a standing item of its task, so every superseding event in scope is among them.
+        let superseded: std::collections::HashSet<Uuid> = ctx.iter().filter_map(|e| e.flags.supersedes).collect();
         let mut premises: HashMap<u64, std::sync::Arc<Vec<String>>> = HashMap::new();
         if let Some(t) = task_id {
             let mut versions: Vec<u64> =

@@ -29,8 +29,9 @@ impl Store {
         Ok(rows.into_iter().map(event_from_row).collect())
     }
 
-    /// Standing items of these sessions — decisions, constraints, reports, pinned events; with
-    /// `system`, also system events — newest first, at most `limit`.
+    /// Standing items of these sessions — decisions, constraints, reports, pinned events and
+    /// events that supersede another; with `system`, system events only — newest first, at most
+    /// `limit`.
     pub async fn standing_events(
         &self,
         namespace_id: Uuid,
@@ -38,52 +39,45 @@ impl Store {
         system: bool,
         limit: u32,
     ) -> Result<Vec<Event>> {
-        let kinds: &[&str] = if system { &["system"] } else { &["decision", "constraint", "report"] };
-        let pinned = !system;
+        // The first condition is the partial index's predicate, verbatim, so the index is used.
         let sql = format!(
             "{EVENT_SELECT} WHERE e.session_id = ANY($1) AND e.namespace_id = $2
-               AND (e.kind IN ('decision', 'constraint', 'report', 'system') OR (e.metadata ->> 'pin') = 'true')
-               AND (e.kind = ANY($3) OR ($4 AND (e.metadata ->> 'pin') = 'true'))
-             ORDER BY e.session_id, e.seq DESC LIMIT $5"
+               AND (e.kind IN ('decision', 'constraint', 'report', 'system')
+                    OR (e.metadata ->> 'pin') = 'true' OR e.metadata ? 'supersedes')
+               AND ((e.kind = 'system') = $3)
+             ORDER BY e.session_id, e.seq DESC LIMIT $4"
         );
         let rows: Vec<EventRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(sessions)
             .bind(namespace_id)
-            .bind(kinds)
-            .bind(pinned)
+            .bind(system)
             .bind(i64::from(limit))
             .fetch_all(&self.pool)
             .await?;
         Ok(rows.into_iter().map(event_from_row).collect())
     }
 
-    /// Events whose output is the artifact `artifact_id` (raw 32-byte hash), oldest first.
-    pub async fn events_with_artifact(&self, namespace_id: Uuid, artifact_id: &[u8], limit: u32) -> Result<Vec<Event>> {
-        let sql = format!("{EVENT_SELECT} WHERE e.namespace_id = $1 AND e.artifact_id = $2 ORDER BY e.id LIMIT $3");
+    /// Events of these sessions whose output is the artifact `artifact_id` (raw 32-byte hash),
+    /// in session and seq order.
+    pub async fn events_with_artifact(
+        &self,
+        namespace_id: Uuid,
+        sessions: &[Uuid],
+        artifact_id: &[u8],
+        limit: u32,
+    ) -> Result<Vec<Event>> {
+        let sql = format!(
+            "{EVENT_SELECT} WHERE e.session_id = ANY($1) AND e.namespace_id = $2 AND e.artifact_id = $3
+             ORDER BY e.session_id, e.seq LIMIT $4"
+        );
         let rows: Vec<EventRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(sessions)
             .bind(namespace_id)
             .bind(artifact_id)
             .bind(i64::from(limit))
             .fetch_all(&self.pool)
             .await?;
         Ok(rows.into_iter().map(event_from_row).collect())
-    }
-
-    /// Which of `ids` a later event of the namespace supersedes (`metadata.supersedes`).
-    pub async fn superseded(&self, namespace_id: Uuid, ids: &[Uuid]) -> Result<Vec<Uuid>> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let texts: Vec<String> = ids.iter().map(Uuid::to_string).collect();
-        let rows: Vec<(String,)> = sqlx::query_as(
-            "SELECT DISTINCT metadata ->> 'supersedes' FROM events
-             WHERE metadata ? 'supersedes' AND (metadata ->> 'supersedes') = ANY($1) AND namespace_id = $2",
-        )
-        .bind(&texts)
-        .bind(namespace_id)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows.into_iter().filter_map(|(s,)| Uuid::try_parse(&s).ok()).collect())
     }
 
     /// The sessions of these tasks: (session id, task id).
