@@ -81,7 +81,9 @@ CREATE TRIGGER window_evictions_append_only BEFORE UPDATE OR DELETE OR TRUNCATE 
     FOR EACH STATEMENT EXECUTE FUNCTION memex_refuse_change();
 
 -- Retrieval packs exactly as built (text, blocks, items, every candidate's decision), and the
--- request they answered: GetPack replays the window an agent saw at turn N.
+-- request they answered: GetPack replays the window an agent saw at turn N. `pack` is the pack's
+-- JSON, zstd-compressed by the server: a pack is tens of KB, and having Postgres parse it as jsonb
+-- and pglz-compress it was the largest database cost of BuildPack (perf, bench pack).
 CREATE TABLE context_packs (
     id                 uuid PRIMARY KEY,
     namespace_id       uuid NOT NULL,
@@ -91,9 +93,10 @@ CREATE TABLE context_packs (
     tokenizer          text NOT NULL,
     tokens             integer NOT NULL,
     request            jsonb NOT NULL,
-    pack               jsonb NOT NULL,
+    pack               bytea NOT NULL,
     created_at         timestamptz NOT NULL DEFAULT now()
 );
+ALTER TABLE context_packs ALTER COLUMN pack SET STORAGE EXTERNAL; -- already compressed
 CREATE INDEX context_packs_session ON context_packs (session_id, created_at);
 CREATE TRIGGER context_packs_append_only BEFORE UPDATE OR DELETE OR TRUNCATE ON context_packs
     FOR EACH STATEMENT EXECUTE FUNCTION memex_refuse_change();

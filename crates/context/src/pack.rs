@@ -66,6 +66,16 @@ struct Recorded {
     sources: Vec<String>,
 }
 
+/// zstd level for stored packs: fast, and packs (repetitive JSON) shrink about 4×.
+const PACK_ZSTD_LEVEL: i32 = 1;
+
+/// A pack as stored: its JSON, zstd-compressed.
+fn compress_pack(pack: &RetrievalPack) -> Result<Vec<u8>> {
+    let json = serde_json::to_vec(pack).map_err(|e| ContextError::Corrupt { what: "pack", message: e.to_string() })?;
+    zstd::encode_all(json.as_slice(), PACK_ZSTD_LEVEL)
+        .map_err(|e| ContextError::Corrupt { what: "pack", message: format!("compression: {e}") })
+}
+
 fn pack_error(e: PackError) -> ContextError {
     let text = e.to_string();
     match text.split_once(": ") {
@@ -275,7 +285,7 @@ impl ContextEngine {
             tokenizer: tokenizer.name().to_owned(),
             tokens: pack.tokens as u32,
             request: json(serde_json::to_value(&recorded))?,
-            pack: json(serde_json::to_value(&pack))?,
+            pack: compress_pack(&pack)?,
             created_at: Utc::now(),
         };
         let created_at = match &self.writer {
@@ -292,7 +302,9 @@ impl ContextEngine {
         let row = self.store.pack(namespace_id, id).await?;
         let corrupt = |e: serde_json::Error| ContextError::Corrupt { what: "pack", message: e.to_string() };
         let recorded: Recorded = serde_json::from_value(row.request).map_err(corrupt)?;
-        let pack: RetrievalPack = serde_json::from_value(row.pack).map_err(corrupt)?;
+        let bytes = zstd::decode_all(row.pack.as_slice())
+            .map_err(|e| ContextError::Corrupt { what: "pack", message: e.to_string() })?;
+        let pack: RetrievalPack = serde_json::from_slice(&bytes).map_err(corrupt)?;
         Ok(BuiltPack {
             id: row.id,
             session_id: row.session_id,

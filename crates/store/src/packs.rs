@@ -14,12 +14,12 @@ pub struct PackRow {
     pub tokens: u32,
     /// The inputs the pack answered (user message, budgets, role, …), as JSON.
     pub request: serde_json::Value,
-    /// The `memex_pack::RetrievalPack` (text, blocks, items, decisions), as JSON.
-    pub pack: serde_json::Value,
+    /// The `memex_pack::RetrievalPack` (text, blocks, items, decisions): JSON, zstd-compressed.
+    pub pack: Vec<u8>,
     pub created_at: DateTime<Utc>,
 }
 
-type Row = (Uuid, Uuid, Option<String>, Option<i64>, String, i32, serde_json::Value, serde_json::Value, DateTime<Utc>);
+type Row = (Uuid, Uuid, Option<String>, Option<i64>, String, i32, serde_json::Value, Vec<u8>, DateTime<Utc>);
 
 impl Store {
     /// Stores a pack; returns its creation time.
@@ -54,12 +54,12 @@ impl Store {
         let tokenizers: Vec<&str> = rows.iter().map(|(_, p)| p.tokenizer.as_str()).collect();
         let tokens: Vec<i32> = rows.iter().map(|(_, p)| p.tokens as i32).collect();
         let requests: Vec<&serde_json::Value> = rows.iter().map(|(_, p)| &p.request).collect();
-        let packs: Vec<&serde_json::Value> = rows.iter().map(|(_, p)| &p.pack).collect();
+        let packs: Vec<&[u8]> = rows.iter().map(|(_, p)| p.pack.as_slice()).collect();
         let out: Vec<(Uuid, DateTime<Utc>)> = sqlx::query_as(
             "INSERT INTO context_packs (id, namespace_id, session_id, task_id, task_state_version, tokenizer, tokens,
                                         request, pack)
              SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::int8[], $6::text[], $7::int4[],
-                                  $8::jsonb[], $9::jsonb[])
+                                  $8::jsonb[], $9::bytea[])
              RETURNING id, created_at",
         )
         .bind(&ids)
