@@ -68,6 +68,10 @@ pub struct ContextConfig {
     pub standing_limit: u32,
     /// Hits asked of each search source.
     pub search_limit: usize,
+    /// With no search source plugged in, a pack scans (BM25, `memex_pack::bm25_scan`) at most this
+    /// many newest events of each session in its scope; 0: no scan, packs draw only on pointers,
+    /// standing items and manifest anchors.
+    pub scan_events: u32,
     /// Most events one key pointer expands to.
     pub pointer_limit: u32,
     /// Texts whose token counts are cached.
@@ -85,6 +89,7 @@ impl Default for ContextConfig {
             tail_events: 200,
             standing_limit: 200,
             search_limit: 50,
+            scan_events: 2000,
             pointer_limit: 100,
             token_cache_entries: 200_000,
         }
@@ -163,8 +168,12 @@ impl ContextEngine {
         CachedCounter::new(tokenizer, self.counts.clone())
     }
 
-    /// Names of the plugged-in search sources (empty: packs draw only on the store).
+    /// Names of the search sources packs use: the plugged-in ones, else `store-scan` (the store's
+    /// own BM25 scan of the scope's newest events) unless it is turned off.
     pub fn source_names(&self) -> Vec<&'static str> {
+        if self.sources.is_empty() && self.cfg.scan_events > 0 {
+            return vec![pack::STORE_SCAN];
+        }
         self.sources.iter().map(|s| s.name()).collect()
     }
 }

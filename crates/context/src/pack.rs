@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, HashMap};
 use chrono::{DateTime, Utc};
 use memex_event::{ArtifactId, EventKind, FieldError};
 use memex_pack::{
-    Budgets, Candidate, PackError, PackRequest, Relation, RetrievalPack, Role, Sources, TailEntry, TaskContext,
-    build_pack, query_terms,
+    Budgets, Candidate, PackError, PackRequest, Relation, RetrievalPack, Role, ScanDoc, ScanParams, Sources, TailEntry,
+    TaskContext, bm25_scan, build_pack, query_terms, scan_terms,
 };
 use memex_pointer::{ContextEvent, ViewBlock};
 use memex_store::{Event, PackRow, SeqRange as StoreSeqRange, StoreError};
@@ -22,6 +22,12 @@ use crate::{ContextEngine, ContextError, Result};
 
 /// Newest events read per round trip for the recent tail.
 const TAIL_PAGE: u32 = 48;
+
+/// The name of the store's own lexical scan, the search of packs when no source is plugged in.
+pub(crate) const STORE_SCAN: &str = "store-scan";
+
+/// Preceding events of the same session whose text is a scanned event's context.
+const SCAN_CONTEXT_EVENTS: usize = 2;
 
 /// A BuildPack request.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -363,8 +369,11 @@ impl ContextEngine {
         Ok(out)
     }
 
-    /// Every search source's hits, with their events.
+    /// Every search source's hits, with their events; the store scan's when none is plugged in.
     async fn search(&self, namespace_id: Uuid, q: &SearchQuery) -> Result<Vec<(crate::seams::SearchHit, Event)>> {
+        if self.sources.is_empty() {
+            return self.scan(namespace_id, q).await;
+        }
         let mut out = Vec::new();
         for source in self.sources.iter() {
             let hits = source.search(q).await?;
@@ -376,6 +385,48 @@ impl ContextEngine {
             out.extend(hits.into_iter().zip(events));
         }
         Ok(out)
+    }
+
+    /// The store scan: the newest `scan_events` events of each session in scope, scored by BM25
+    /// on their own text and the two events before them (`memex_pack::bm25_scan`).
+    async fn scan(&self, namespace_id: Uuid, q: &SearchQuery) -> Result<Vec<(crate::seams::SearchHit, Event)>> {
+        let n = self.cfg.scan_events;
+        if n == 0 || q.terms.is_empty() || q.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let reads = q.sessions.iter().map(|s| self.store.events_newest_first(namespace_id, *s, None, n));
+        let sessions = futures::future::try_join_all(reads).await?;
+        let mut events: Vec<Event> = Vec::new();
+        let mut contexts: Vec<std::ops::Range<usize>> = Vec::new();
+        for mut session in sessions {
+            session.reverse();
+            let start = events.len();
+            for (i, e) in session.into_iter().enumerate() {
+                contexts.push(start + i.saturating_sub(SCAN_CONTEXT_EVENTS)..start + i);
+                events.push(e);
+            }
+        }
+        let texts: Vec<&str> = events.iter().map(|e| e.content.as_str()).collect();
+        let docs: Vec<ScanDoc<'_>> = events
+            .iter()
+            .zip(&contexts)
+            .map(|(e, r)| ScanDoc { own: &e.content, context: &texts[r.clone()] })
+            .collect();
+        let keep: Vec<bool> = events.iter().map(|e| e.kind != "system").collect();
+        let terms = scan_terms(&q.terms);
+        let hits = bm25_scan(&docs, &terms, ScanParams::default(), q.limit.saturating_mul(2));
+        let chosen: Vec<(usize, f32)> = hits.into_iter().filter(|(i, _)| keep[*i]).take(q.limit).collect();
+        drop(docs);
+        let mut slots: Vec<Option<Event>> = events.into_iter().map(Some).collect();
+        Ok(chosen
+            .into_iter()
+            .filter_map(|(i, score)| {
+                let e = slots[i].take()?;
+                let hit =
+                    crate::seams::SearchHit { event_id: e.id, lexical: Some(score), vector: None, embedding: None };
+                Some((hit, e))
+            })
+            .collect())
     }
 
     /// Turns gathered events into candidates: task, supersession, premises, full-view blocks.

@@ -21,6 +21,7 @@ mod mmr;
 mod model;
 mod pack;
 mod render;
+mod scan;
 mod score;
 
 pub use candidate::{Candidate, ItemType, QuotaGroup, Relation, Role, Sources, TaskContext, is_assessment_item};
@@ -31,6 +32,7 @@ pub use model::{
 };
 pub use pack::build_pack;
 pub use render::{query_terms, render_item};
+pub use scan::{ScanDoc, ScanParams, bm25_scan, scan_terms};
 pub use score::{
     BaseWeights, CONSTRAINT_FLOOR, M_MAX, SELF_ASSESSMENT, SUPERSEDED, ScoreParts, phase_salience, score_all,
 };

@@ -98,6 +98,9 @@ pub struct ContextSettings {
     pub tail_events: u32,
     /// Hits asked of each search source per pack.
     pub search_limit: usize,
+    /// With no search index plugged in, a pack scans (BM25) at most this many newest events of
+    /// each session in its scope; 0 turns the scan off.
+    pub scan_events: u32,
     /// Texts whose token counts are cached in memory.
     pub token_cache_entries: u64,
     /// Budgets of BuildPack requests that leave them unset.
@@ -127,6 +130,7 @@ impl Default for ContextSettings {
             max_pack_items: 32,
             tail_events: 200,
             search_limit: 50,
+            scan_events: 2000,
             token_cache_entries: 200_000,
             budgets: PackBudgets::default(),
         }

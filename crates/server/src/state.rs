@@ -54,6 +54,7 @@ fn context_config(config: &Config) -> memex_context::ContextConfig {
         budgets: c.budgets.into(),
         tail_events: c.tail_events,
         search_limit: c.search_limit,
+        scan_events: c.scan_events,
         token_cache_entries: c.token_cache_entries,
         ..defaults
     }

@@ -31,9 +31,14 @@ pub struct NeedleArgs {
     /// Trajectories to skip first.
     #[arg(long, default_value_t = 0)]
     pub skip: usize,
-    /// The agent's window budget (tokens); small, to force compactions.
+    /// The agent's window budget (tokens); small, to force compactions. A trajectory of fewer than
+    /// twice as many tokens is replayed in a window of half its tokens (at least headroom + 1000),
+    /// so it is compacted too; the baselines get the same window. Trajectories compacted fewer
+    /// than `--min-compactions` times are counted in the report.
     #[arg(long, default_value_t = 8000)]
     pub window: u32,
+    #[arg(long, default_value_t = 3)]
+    pub min_compactions: u32,
     #[arg(long, default_value_t = 1000)]
     pub headroom: u32,
     #[arg(long, default_value_t = 2)]
@@ -186,6 +191,8 @@ struct Outcome {
 #[derive(Debug, Default)]
 struct TraceResult {
     outcomes: Vec<Outcome>,
+    /// The window budget the trajectory was replayed in.
+    window: u32,
     compactions: usize,
     narrative_compactions: usize,
     events: usize,
@@ -277,9 +284,11 @@ async fn replay(ctx: &Ctx, index: usize, t: Trajectory) -> anyhow::Result<TraceR
         .await?;
 
     let tokenizer = Tokenizer::O200kBase;
-    let target = (a.window - a.headroom) as usize;
+    let total: usize = events.iter().map(|e| tokenizer.count(&e.content)).sum();
+    let window_budget = window_for(a, total);
+    let target = (window_budget - a.headroom) as usize;
     let mut truncation = Truncation::new(tokenizer, target);
-    let summary = a.summary_tokens.unwrap_or(a.window as usize / 20);
+    let summary = a.summary_tokens.unwrap_or(window_budget as usize / 20);
     let mut narrative = Narrative::new(tokenizer, target, summary, a.protected_turns as usize);
     let replayed = Trajectory { instance_id: t.instance_id.clone(), events };
     let mut seq = 0usize;
@@ -305,7 +314,7 @@ async fn replay(ctx: &Ctx, index: usize, t: Trajectory) -> anyhow::Result<TraceR
             .compact(pb::CompactRequest {
                 namespace: ctx.ns.clone(),
                 session_id: session.clone(),
-                window_budget: a.window,
+                window_budget,
                 headroom: a.headroom,
                 protected_turns: Some(a.protected_turns),
                 ..Default::default()
@@ -348,6 +357,7 @@ async fn replay(ctx: &Ctx, index: usize, t: Trajectory) -> anyhow::Result<TraceR
     let manifest_text: String = window.manifests.iter().map(|m| m.rendered.as_str()).collect();
     let (trunc_text, narr_text) = (truncation.text(), narrative.text());
     let mut result = TraceResult {
+        window: window_budget,
         compactions,
         narrative_compactions: narrative.compactions,
         events: seq,
@@ -396,6 +406,15 @@ async fn replay(ctx: &Ctx, index: usize, t: Trajectory) -> anyhow::Result<TraceR
     Ok(result)
 }
 
+/// The window a trajectory of `total` tokens is replayed in: `--window`, or half its tokens when
+/// that is less.
+fn window_for(a: &NeedleArgs, total: usize) -> u32 {
+    // Once the window is full, every further step over it compacts: half the trajectory in the
+    // window leaves the other half to compact in (each step of it at most once).
+    let short = (total / 2).min(u32::MAX as usize) as u32;
+    a.window.min(short.max(a.headroom + 1000))
+}
+
 /// A yes/no question about one needle's outcome.
 type Check = dyn Fn(&Outcome) -> bool;
 
@@ -408,20 +427,25 @@ fn report(a: &NeedleArgs, results: &[TraceResult], secs: f64) {
     let n = all.len();
     let count = |f: &dyn Fn(&Outcome) -> bool| all.iter().filter(|o| f(o)).count();
     let compactions: Vec<usize> = results.iter().map(|r| r.compactions).collect();
+    let windows: Vec<u32> = results.iter().map(|r| r.window).collect();
+    let below = compactions.iter().filter(|&&c| c < a.min_compactions as usize).count();
     let min_compactions = compactions.iter().copied().min().unwrap_or(0);
     let mean =
         |v: &[u32]| if v.is_empty() { 0.0 } else { v.iter().map(|x| f64::from(*x)).sum::<f64>() / v.len() as f64 };
     let pack_tokens: Vec<u32> = results.iter().flat_map(|r| r.pack_tokens.iter().copied()).collect();
     let retrieval_tokens: Vec<u32> = results.iter().flat_map(|r| r.retrieval_tokens.iter().copied()).collect();
     println!(
-        "needle: {} trajectories, {} events, {n} needles; window {} (headroom {}), retrieval budget {}; compactions per trajectory min {} mean {:.1}",
+        "needle: {} trajectories, {} events, {n} needles; window {} (headroom {}; {} short trajectories in a smaller one, mean window {:.0}), retrieval budget {}; compactions per trajectory min {} mean {:.1}, {below} below {}",
         results.len(),
         results.iter().map(|r| r.events).sum::<usize>(),
         a.window,
         a.headroom,
+        windows.iter().filter(|&&w| w < a.window).count(),
+        mean(&windows),
         a.retrieval,
         min_compactions,
         compactions.iter().sum::<usize>() as f64 / results.len().max(1) as f64,
+        a.min_compactions,
     );
     let rows: [(&str, &Check); 6] = [
         ("memex: surfaced in the pack", &|o| o.in_pack),
@@ -461,7 +485,9 @@ fn report(a: &NeedleArgs, results: &[TraceResult], secs: f64) {
         "needles": n,
         "window": a.window, "headroom": a.headroom, "retrieval_budget": a.retrieval, "tail_budget": a.tail,
         "seed": a.seed,
-        "compactions": {"min": min_compactions, "mean": compactions.iter().sum::<usize>() as f64 / results.len().max(1) as f64},
+        "compactions": {"min": min_compactions, "mean": compactions.iter().sum::<usize>() as f64 / results.len().max(1) as f64, "trajectories_below_min": below},
+        "mean_window": mean(&windows).round(),
+        "smaller_windows": windows.iter().filter(|&&w| w < a.window).count(),
         "narrative_compactions_mean": results.iter().map(|r| r.narrative_compactions).sum::<usize>() as f64 / results.len().max(1) as f64,
         "memex": {
             "surfaced_in_pack_pct": pct(count(&|o| o.in_pack), n),
