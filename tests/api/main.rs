@@ -3,13 +3,17 @@
 
 mod auth;
 mod bad_input;
+mod compaction;
 mod concurrency;
 mod events;
+mod packs;
+mod planning;
 mod search;
 mod search_index;
 mod server;
 mod sessions;
 mod stream;
+mod task_state;
 mod views;
 mod views_ranked;
 

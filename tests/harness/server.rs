@@ -3,9 +3,11 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use memex_proto::v1::admin_service_client::AdminServiceClient;
+use memex_proto::v1::context_service_client::ContextServiceClient;
 use memex_proto::v1::event_service_client::EventServiceClient;
 use memex_proto::v1::search_service_client::SearchServiceClient;
 use memex_proto::v1::session_service_client::SessionServiceClient;
+use memex_proto::v1::task_service_client::TaskServiceClient;
 use memex_server::Config;
 use memex_store::{Access, Namespace, Store, StoreOptions};
 use tonic::metadata::{Ascii, MetadataValue};
@@ -44,6 +46,8 @@ pub struct Clients {
     pub sessions: SessionServiceClient<Authed>,
     pub admin: AdminServiceClient<Authed>,
     pub search: SearchServiceClient<Authed>,
+    pub context: ContextServiceClient<Authed>,
+    pub tasks: TaskServiceClient<Authed>,
     pub channel: Channel,
 }
 
@@ -119,7 +123,10 @@ impl TestServer {
                 .max_encoding_message_size(usize::MAX),
             sessions: SessionServiceClient::with_interceptor(channel.clone(), bearer.clone()),
             admin: AdminServiceClient::with_interceptor(channel.clone(), bearer.clone()),
-            search: SearchServiceClient::with_interceptor(channel.clone(), bearer),
+            search: SearchServiceClient::with_interceptor(channel.clone(), bearer.clone()),
+            context: ContextServiceClient::with_interceptor(channel.clone(), bearer.clone())
+                .max_decoding_message_size(usize::MAX),
+            tasks: TaskServiceClient::with_interceptor(channel.clone(), bearer),
             channel,
         }
     }

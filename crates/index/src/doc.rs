@@ -127,6 +127,7 @@ mod tests {
             event_time: Utc::now(),
             ingest_time: Utc::now(),
             metadata: None,
+            task_state_version: None,
         }
     }
 

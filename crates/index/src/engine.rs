@@ -346,7 +346,9 @@ impl SearchIndex {
             }
             hits.push(hit);
         }
-        self.fill_unknown_lines(ns, &mut hits).await?;
+        if req.with_lines {
+            self.fill_unknown_lines(ns, &mut hits).await?;
+        }
         Ok(SearchResults { hits })
     }
 

@@ -46,6 +46,8 @@ pub struct SearchRequest {
     pub mmr_lambda: Option<f32>,
     /// Return the matched chunk's text with each hit.
     pub with_text: bool,
+    /// Fill hits' full-view line ranges that the index does not store (a lookup per session).
+    pub with_lines: bool,
 }
 
 impl SearchRequest {
@@ -62,6 +64,7 @@ impl SearchRequest {
             candidates: 100,
             mmr_lambda: None,
             with_text: false,
+            with_lines: true,
         }
     }
 }

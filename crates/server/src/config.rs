@@ -22,6 +22,7 @@ pub struct Config {
     pub views: ViewsConfig,
     pub search: SearchConfig,
     pub embedding: EmbeddingConfig,
+    pub context: ContextSettings,
     /// After a shutdown signal, in-flight RPCs get this long to finish before they are cut off.
     pub shutdown_grace_secs: u64,
     pub log: LogConfig,
@@ -162,6 +163,77 @@ impl Default for ViewsConfig {
     }
 }
 
+/// The context engine (task state, compaction, retrieval packs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ContextSettings {
+    /// Tokenizer of requests that name none: `o200k_base` or `cl100k_base`.
+    pub tokenizer: String,
+    /// Hard cap on a rendered task-state card, in tokens.
+    pub task_state_max_tokens: usize,
+    /// Cap on a rendered pointer manifest, in tokens.
+    pub manifest_max_tokens: usize,
+    /// MMR trade-off between relevance and diversity.
+    pub mmr_lambda: f64,
+    /// Most items a retrieval block selects (K_max).
+    pub max_pack_items: usize,
+    /// Newest events of a session read for a pack's recent tail.
+    pub tail_events: u32,
+    /// Hits asked of each search source per pack.
+    pub search_limit: usize,
+    /// With no search index plugged in, a pack scans (BM25) at most this many newest events of
+    /// each session in its scope; 0 turns the scan off.
+    pub scan_events: u32,
+    /// Texts whose token counts are cached in memory.
+    pub token_cache_entries: u64,
+    /// Budgets of BuildPack requests that leave them unset.
+    pub budgets: PackBudgets,
+}
+
+/// Per-block pack budgets, in tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PackBudgets {
+    pub context: usize,
+    pub system: usize,
+    pub task_state: usize,
+    pub tail: usize,
+    pub retrieval: usize,
+    pub user: usize,
+    pub headroom: usize,
+}
+
+impl Default for ContextSettings {
+    fn default() -> Self {
+        ContextSettings {
+            tokenizer: "o200k_base".to_owned(),
+            task_state_max_tokens: 800,
+            manifest_max_tokens: 200,
+            mmr_lambda: 0.7,
+            max_pack_items: 32,
+            tail_events: 200,
+            search_limit: 50,
+            scan_events: 2000,
+            token_cache_entries: 200_000,
+            budgets: PackBudgets::default(),
+        }
+    }
+}
+
+impl Default for PackBudgets {
+    fn default() -> Self {
+        PackBudgets {
+            context: 32_000,
+            system: 2_000,
+            task_state: 800,
+            tail: 8_000,
+            retrieval: 4_096,
+            user: 4_000,
+            headroom: 4_000,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LogConfig {
@@ -191,6 +263,7 @@ impl Default for Config {
             views: ViewsConfig::default(),
             search: SearchConfig::default(),
             embedding: EmbeddingConfig::default(),
+            context: ContextSettings::default(),
             shutdown_grace_secs: 30,
             log: LogConfig::default(),
         }
@@ -295,8 +368,19 @@ pub enum ConfigError {
 
 /// The top-level keys `MEMEX_*` variables may set; other `MEMEX_*` variables (such as the client's
 /// `MEMEX_API_KEY`) are not configuration and are ignored here.
-const SECTIONS: [&str; 10] =
-    ["listen", "database", "auth", "limits", "ingest", "views", "search", "embedding", "shutdown_grace_secs", "log"];
+const SECTIONS: [&str; 11] = [
+    "listen",
+    "database",
+    "auth",
+    "limits",
+    "ingest",
+    "views",
+    "search",
+    "embedding",
+    "context",
+    "shutdown_grace_secs",
+    "log",
+];
 
 impl Config {
     /// Loads the layered configuration. `file` is read if it exists (a missing default file is
@@ -356,6 +440,19 @@ impl Config {
         if e.batch_size == 0 || e.queue_capacity == 0 {
             return bad("embedding.batch_size and embedding.queue_capacity must be > 0");
         }
+        let c = &self.context;
+        if c.tokenizer.parse::<memex_tokens::Tokenizer>().is_err() {
+            return bad("context.tokenizer must be o200k_base or cl100k_base");
+        }
+        if !(0.0..=1.0).contains(&c.mmr_lambda) {
+            return bad("context.mmr_lambda must be within 0..=1");
+        }
+        if c.task_state_max_tokens < 50 || c.manifest_max_tokens < 50 || c.max_pack_items == 0 {
+            return bad("context.task_state_max_tokens and manifest_max_tokens must be >= 50, max_pack_items > 0");
+        }
+        if let Err(e) = memex_pack::Budgets::from(c.budgets).check() {
+            return Err(ConfigError::Invalid(format!("context.{e}")));
+        }
         Ok(())
     }
 
@@ -371,6 +468,20 @@ impl Config {
 
     pub fn shutdown_grace(&self) -> Duration {
         Duration::from_secs(self.shutdown_grace_secs)
+    }
+}
+
+impl From<PackBudgets> for memex_pack::Budgets {
+    fn from(b: PackBudgets) -> Self {
+        memex_pack::Budgets {
+            context: b.context,
+            system: b.system,
+            task_state: b.task_state,
+            tail: b.tail,
+            retrieval: b.retrieval,
+            user: b.user,
+            headroom: b.headroom,
+        }
     }
 }
 

@@ -60,6 +60,7 @@ pub fn event(e: Event) -> pb::Event {
         ingest_time: Some(timestamp(e.ingest_time)),
         metadata_json: e.metadata.map(|m| m.to_string()).unwrap_or_default(),
         lines: None,
+        task_state_version: e.task_state_version.unwrap_or(0),
     }
 }
 

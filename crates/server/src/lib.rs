@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod config;
+mod context_seams;
 mod convert;
 pub mod metrics;
 pub mod search;
@@ -21,9 +22,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use memex_proto::v1::admin_service_server::AdminServiceServer;
+use memex_proto::v1::context_service_server::ContextServiceServer;
 use memex_proto::v1::event_service_server::EventServiceServer;
 use memex_proto::v1::search_service_server::SearchServiceServer;
 use memex_proto::v1::session_service_server::SessionServiceServer;
+use memex_proto::v1::task_service_server::TaskServiceServer;
 use memex_proto::v1::view_service_server::ViewServiceServer;
 use memex_store::{Store, StoreOptions};
 use tokio::net::TcpListener;
@@ -85,6 +88,15 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Ou
     let lines = Arc::new(views::ViewLineRanges(state.views.clone()));
     let search = search::SearchRuntime::start(&config, store.clone(), lines).await?;
     state.search = search.as_ref().map(|s| s.index.clone());
+    // The context engine sees full views through the view cache and, when search is on, draws
+    // pack candidates from the index and checks it before compaction evicts.
+    let mut context = state.context.clone().with_full_view(Arc::new(context_seams::ViewFullView(state.views.clone())));
+    if let Some(index) = &state.search {
+        context = context
+            .with_source(Arc::new(context_seams::IndexSource(index.clone())))
+            .with_index_status(Arc::new(context_seams::IndexCatchUp(index.clone())));
+    }
+    state.context = context;
     let state = Arc::new(state);
     // tonic refuses messages beyond this outright (OUT_OF_RANGE); up to it, handlers refuse
     // messages over the configured limit with INVALID_ARGUMENT naming the limit.
@@ -96,6 +108,10 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Ou
     health_reporter.set_serving::<AdminServiceServer<service::admin::Admin>>().await;
     health_reporter.set_serving::<ViewServiceServer<service::views::Views>>().await;
     health_reporter.set_serving::<SearchServiceServer<service::search::Search>>().await;
+    health_reporter.set_serving::<ContextServiceServer<service::context::Context>>().await;
+    health_reporter.set_serving::<TaskServiceServer<service::context::tasks::Tasks>>().await;
+    let listener_engine = state.context.clone();
+    let reports_listener = tokio::spawn(async move { listener_engine.listen_for_reports().await });
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(memex_proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -134,6 +150,15 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Ou
         )
         .add_service(
             SearchServiceServer::new(service::search::Search::new(state.clone())).max_decoding_message_size(hard_limit),
+        )
+        .add_service(
+            ContextServiceServer::new(service::context::Context::new(state.clone()))
+                .max_decoding_message_size(hard_limit)
+                .max_encoding_message_size(usize::MAX),
+        )
+        .add_service(
+            TaskServiceServer::new(service::context::tasks::Tasks::new(state.clone()))
+                .max_decoding_message_size(hard_limit),
         );
 
     let grace = config.shutdown_grace();
@@ -157,6 +182,7 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Ou
     if let Some(search) = search {
         search.stop().await;
     }
+    reports_listener.abort();
     store.pool().close().await;
     tracing::info!("memex stopped");
     Ok(())

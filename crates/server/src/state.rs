@@ -19,6 +19,8 @@ pub struct AppState {
     /// The search layer; None when `search.enabled = false`.
     pub search: Option<std::sync::Arc<memex_index::SearchIndex>>,
     pub search_defaults: crate::config::SearchConfig,
+    /// The TRACE context engine (task state, compaction, packs, delegation).
+    pub context: memex_context::ContextEngine,
 }
 
 impl AppState {
@@ -30,7 +32,7 @@ impl AppState {
                 config.auth.enabled,
                 std::time::Duration::from_secs(config.auth.key_cache_ttl_secs),
             ),
-            store,
+            store: store.clone(),
             limits: BatchLimits {
                 max_events: config.limits.max_batch_events,
                 max_id_bytes: config.limits.max_id_bytes,
@@ -45,6 +47,25 @@ impl AppState {
             metrics: Metrics::new(),
             search: None,
             search_defaults: config.search.clone(),
+            context: memex_context::ContextEngine::new(store.clone(), context_config(config)),
         }
+    }
+}
+
+/// The engine's settings from the `[context]` section (validated at load).
+fn context_config(config: &Config) -> memex_context::ContextConfig {
+    let c = &config.context;
+    let defaults = memex_context::ContextConfig::default();
+    memex_context::ContextConfig {
+        tokenizer: c.tokenizer.parse().unwrap_or(defaults.tokenizer),
+        task_state: memex_task::TaskStateLimits { max_tokens: c.task_state_max_tokens, ..defaults.task_state },
+        manifest_max_tokens: c.manifest_max_tokens,
+        pack: memex_pack::PackParams { lambda: c.mmr_lambda, max_items: c.max_pack_items, ..defaults.pack },
+        budgets: c.budgets.into(),
+        tail_events: c.tail_events,
+        search_limit: c.search_limit,
+        scan_events: c.scan_events,
+        token_cache_entries: c.token_cache_entries,
+        ..defaults
     }
 }

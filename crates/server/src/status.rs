@@ -1,5 +1,6 @@
 //! The one table mapping domain errors to gRPC statuses. A caller's mistake is never `INTERNAL`;
 //! internal failures are logged here, where they are handled, and answered without details.
+use memex_context::ContextError;
 use memex_event::FieldError;
 use memex_index::IndexError;
 use memex_store::StoreError;
@@ -18,6 +19,14 @@ pub fn store_status(e: &StoreError) -> Status {
         StoreError::EventNotFound { .. } => Status::not_found(e.to_string()),
         StoreError::ArtifactNotFound(_) => Status::not_found(format!("artifact_id: {e}")),
         StoreError::KeyNotFound(_) => Status::not_found(format!("key_id: {e}")),
+        StoreError::TaskNotFound(_) | StoreError::TaskVersionNotFound { .. } => {
+            Status::not_found(format!("task_id: {e}"))
+        }
+        StoreError::StaleTaskState { .. } => Status::failed_precondition(format!("expected_version: {e}")),
+        StoreError::StaleWindow(_) => Status::aborted(e.to_string()),
+        StoreError::ManifestNotFound(_) => Status::not_found(format!("manifest_id: {e}")),
+        StoreError::PackNotFound(_) => Status::not_found(format!("pack_id: {e}")),
+        StoreError::ReportNotFound(_) => Status::not_found(format!("report_id: {e}")),
         StoreError::AlreadyExists(_) => Status::already_exists(e.to_string()),
         StoreError::Corrupt(_) => {
             tracing::error!(error = %e, "artifact failed verification");
@@ -48,6 +57,24 @@ pub fn index_status(e: &IndexError) -> Status {
         }
         _ => {
             tracing::error!(error = %e, "search failed");
+            Status::internal("internal error (logged on the server)")
+        }
+    }
+}
+
+pub fn context_status(e: &ContextError) -> Status {
+    match e {
+        ContextError::Invalid(f) => field_status(f),
+        ContextError::Store(s) => store_status(s),
+        ContextError::NotFound { field, message } => Status::not_found(format!("{field}: {message}")),
+        ContextError::NotIndexed { .. } => Status::unavailable(e.to_string()),
+        ContextError::WindowContention(_) => Status::aborted(e.to_string()),
+        ContextError::Seam { .. } => {
+            tracing::warn!(error = %e, "a context seam failed");
+            Status::unavailable(e.to_string())
+        }
+        ContextError::Corrupt { .. } => {
+            tracing::error!(error = %e, "internal error");
             Status::internal("internal error (logged on the server)")
         }
     }

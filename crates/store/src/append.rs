@@ -3,7 +3,8 @@
 //!
 //! The statement bumps the session's `next_seq` (taking its row lock until commit, which orders
 //! concurrent writers and keeps seqs gapless), records the idempotency key, inserts new artifacts
-//! and inserts the events. Any failure — including a unique violation on the idempotency key from
+//! and inserts the events, each stamped with the current version of its task's state (the event's
+//! task, else its session's; TRACE §5.2 premise reference). Any failure — including a unique violation on the idempotency key from
 //! a concurrent retry — aborts all of it.
 
 use std::collections::HashSet;
@@ -31,7 +32,8 @@ const APPEND_SQL: &str = r#"
 WITH s AS (
     UPDATE sessions SET next_seq = next_seq + $3
     WHERE id = $1 AND namespace_id = $2 AND source_artifact_id IS NULL
-    RETURNING next_seq - $3 AS first_seq, agent_id
+    RETURNING next_seq - $3 AS first_seq, agent_id,
+              (SELECT h.version FROM task_heads h WHERE h.namespace_id = $2 AND h.task_id = sessions.task_id) AS head
 ), b AS (
     INSERT INTO append_batches (namespace_id, idempotency_key, session_id, first_seq, event_count, request_hash)
     SELECT $2, $4, $1, s.first_seq, $3, $5 FROM s WHERE $4::text IS NOT NULL
@@ -42,9 +44,11 @@ WITH s AS (
     ON CONFLICT (namespace_id, id) DO NOTHING
 ), e AS (
     INSERT INTO events (session_id, seq, id, namespace_id, kind, agent_id, task_id, tool_name,
-                        tool_call_id, event_time, content, artifact_id, metadata)
+                        tool_call_id, event_time, content, artifact_id, metadata, task_state_version)
     SELECT $1, s.first_seq + t.ord - 1, t.id, $2, t.kind, COALESCE(t.agent_id, s.agent_id), t.task_id,
-           t.tool_name, t.tool_call_id, COALESCE(t.event_time, now()), t.content, t.artifact_id, t.metadata
+           t.tool_name, t.tool_call_id, COALESCE(t.event_time, now()), t.content, t.artifact_id, t.metadata,
+           CASE WHEN t.task_id IS NULL THEN s.head
+                ELSE (SELECT h.version FROM task_heads h WHERE h.namespace_id = $2 AND h.task_id = t.task_id) END
     FROM s, UNNEST($6::uuid[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
                    $12::timestamptz[], $13::text[], $14::bytea[], $15::jsonb[])
             WITH ORDINALITY AS t (id, kind, agent_id, task_id, tool_name, tool_call_id, event_time,

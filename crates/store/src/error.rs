@@ -21,6 +21,22 @@ pub enum StoreError {
     ArtifactNotFound(ArtifactId),
     #[error("api key {0} does not exist in this namespace")]
     KeyNotFound(Uuid),
+    #[error("task {0:?} has no task state in this namespace")]
+    TaskNotFound(String),
+    #[error("task {task_id:?} has no version {version}")]
+    TaskVersionNotFound { task_id: String, version: u64 },
+    /// A compare-and-swap on a task state lost: the caller read an older version.
+    #[error("task {task_id:?} is at version {current}, not {expected}: read the current state and retry", current = current.map_or("none (no state yet)".to_owned(), |v| v.to_string()))]
+    StaleTaskState { task_id: String, expected: u64, current: Option<u64> },
+    /// A compaction was planned from a window that has changed since.
+    #[error("the window of session {0} changed during compaction")]
+    StaleWindow(Uuid),
+    #[error("pointer manifest {0} does not exist in this namespace")]
+    ManifestNotFound(Uuid),
+    #[error("pack {0} does not exist in this namespace")]
+    PackNotFound(Uuid),
+    #[error("report {0} does not exist in this namespace")]
+    ReportNotFound(Uuid),
     /// A create that collides with an existing object of different content.
     #[error("{0}")]
     AlreadyExists(String),

@@ -112,12 +112,17 @@ WITH d AS (
     FROM d
     WHERE sessions.id = d.session_id AND sessions.namespace_id = d.namespace_id
       AND sessions.source_artifact_id IS NULL
-    RETURNING sessions.id, sessions.next_seq - d.n AS first_seq, sessions.agent_id
+    RETURNING sessions.id, sessions.next_seq - d.n AS first_seq, sessions.agent_id,
+              (SELECT h.version FROM task_heads h
+               WHERE h.namespace_id = sessions.namespace_id AND h.task_id = sessions.task_id) AS head
 ), e AS (
     INSERT INTO events (session_id, seq, id, namespace_id, kind, agent_id, task_id, tool_name,
-                        tool_call_id, event_time, content, metadata)
+                        tool_call_id, event_time, content, metadata, task_state_version)
     SELECT t.session_id, s.first_seq + t.off, t.id, t.namespace_id, t.kind, COALESCE(t.agent_id, s.agent_id),
-           t.task_id, t.tool_name, t.tool_call_id, COALESCE(t.event_time, now()), t.content, t.metadata
+           t.task_id, t.tool_name, t.tool_call_id, COALESCE(t.event_time, now()), t.content, t.metadata,
+           CASE WHEN t.task_id IS NULL THEN s.head
+                ELSE (SELECT h.version FROM task_heads h
+                      WHERE h.namespace_id = t.namespace_id AND h.task_id = t.task_id) END
     FROM UNNEST($4::uuid[], $5::int8[], $6::uuid[], $7::uuid[], $8::text[], $9::text[], $10::text[],
                 $11::text[], $12::text[], $13::timestamptz[], $14::text[], $15::jsonb[])
             AS t (session_id, off, id, namespace_id, kind, agent_id, task_id, tool_name, tool_call_id,

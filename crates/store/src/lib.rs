@@ -1,5 +1,6 @@
 //! The lossless event store on Postgres: namespaces, API keys, sessions, append-only events and
-//! content-addressed artifacts.
+//! content-addressed artifacts; and the context engine's records over it: versioned task states,
+//! windows and pointer manifests, stored packs, delegations and reports.
 //!
 //! **Architecture invariant:** events are never updated or deleted (a trigger refuses it), and an
 //! append either commits every event of its batch with consecutive seqs or commits nothing.
@@ -10,6 +11,7 @@
 
 mod append;
 mod artifacts;
+mod context_reads;
 mod error;
 mod group;
 mod heads;
@@ -17,8 +19,12 @@ mod import;
 mod keys;
 mod model;
 mod namespaces;
+mod packs;
+mod planning;
 mod read;
 mod sessions;
+mod task_state;
+mod window;
 
 use std::time::Duration;
 
@@ -27,13 +33,18 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 pub use append::AppendRequest;
 pub use artifacts::Artifact;
+pub use context_reads::PackContext;
 pub use error::StoreError;
 pub use group::GroupCommitOptions;
 pub use import::ImportRequest;
 pub use keys::{Access, ApiKey, NewApiKey, token_hash};
 pub use model::{AppendOutcome, ArtifactRef, Event, Namespace, Session, SessionSource};
+pub use packs::PackRow;
+pub use planning::{ChildState, DelegationRow, ReportRow};
 pub use read::{EventPage, SeqRange, seq_page_token};
 pub use sessions::{NewSession, SessionFilter, SessionPage};
+pub use task_state::{NewTaskState, TaskStateRow};
+pub use window::{Eviction, ManifestRow, NewCompaction, WindowRow};
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 

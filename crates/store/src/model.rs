@@ -56,6 +56,8 @@ pub struct Event {
     pub event_time: DateTime<Utc>,
     pub ingest_time: DateTime<Utc>,
     pub metadata: Option<serde_json::Value>,
+    /// The version of its task's state when the event was written (None: the task had no state).
+    pub task_state_version: Option<u64>,
 }
 
 /// The result of an append, or of the replay of a keyed one.

@@ -18,7 +18,7 @@ pub struct EventPage {
     pub next_page_token: Option<String>,
 }
 
-type EventRow = (
+pub(crate) type EventRow = (
     Uuid,
     Uuid,
     i64,
@@ -34,14 +34,17 @@ type EventRow = (
     Option<Vec<u8>>,
     Option<i64>,
     Option<String>,
+    Option<i64>,
 );
 
-const EVENT_SELECT: &str = "SELECT e.id, e.session_id, e.seq, e.kind, e.content, e.agent_id, e.task_id, e.tool_name,
-        e.tool_call_id, e.event_time, e.ingest_time, e.metadata, e.artifact_id, a.size, a.media_type
+pub(crate) const EVENT_SELECT: &str =
+    "SELECT e.id, e.session_id, e.seq, e.kind, e.content, e.agent_id, e.task_id, e.tool_name,
+        e.tool_call_id, e.event_time, e.ingest_time, e.metadata, e.artifact_id, a.size, a.media_type,
+        e.task_state_version
  FROM events e
  LEFT JOIN artifacts a ON a.namespace_id = e.namespace_id AND a.id = e.artifact_id";
 
-fn event_from_row(r: EventRow) -> Event {
+pub(crate) fn event_from_row(r: EventRow) -> Event {
     let artifact = match (r.12.as_deref().and_then(ArtifactId::from_slice), r.13, r.14) {
         (Some(id), Some(size), Some(media_type)) => Some(ArtifactRef { id, size: size as u64, media_type }),
         _ => None,
@@ -60,6 +63,7 @@ fn event_from_row(r: EventRow) -> Event {
         ingest_time: r.10,
         metadata: r.11,
         artifact,
+        task_state_version: r.15.map(|v| v as u64),
     }
 }
 

@@ -122,6 +122,7 @@ fn convert(r: pb::SearchRequest, d: &crate::config::SearchConfig) -> Result<Sear
         candidates,
         mmr_lambda,
         with_text: r.with_text,
+        with_lines: true,
     })
 }
 

@@ -23,6 +23,10 @@ pub enum BenchCommand {
     Locomo(super::bench_locomo::LocomoArgs),
     /// The LongMemEval retrieval protocol (recall_all/any@k, NDCG@k; session and turn level).
     Longmemeval(super::bench_longmemeval::LongMemEvalArgs),
+    /// Needles in compacted trajectories: recall of memex vs truncation and narrative compaction.
+    Needle(super::bench_needle::NeedleArgs),
+    /// BuildPack latency under open-loop load: p50/p99, phases, saturation point.
+    Pack(super::bench_pack::PackArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -89,6 +93,8 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Search(args) => super::bench_search::run(args).await,
         BenchCommand::Locomo(args) => super::bench_locomo::run(args).await,
         BenchCommand::Longmemeval(args) => super::bench_longmemeval::run(args).await,
+        BenchCommand::Needle(args) => super::bench_needle::run(args).await,
+        BenchCommand::Pack(args) => super::bench_pack::run(args).await,
     }
 }
 
@@ -276,14 +282,29 @@ async fn new_sessions(c: &Clients, namespace: &str, n: usize) -> anyhow::Result<
 }
 
 /// Starts a server in-process on 127.0.0.1:0 with auth off, in a fresh namespace.
-pub(super) async fn start_server(config: &ConfigArgs) -> anyhow::Result<(Conn, tokio::sync::oneshot::Sender<()>)> {
+pub async fn start_server(config: &ConfigArgs) -> anyhow::Result<(Conn, tokio::sync::oneshot::Sender<()>)> {
+    let (conn, tx, _) = start_server_in(config, None).await?;
+    Ok((conn, tx))
+}
+
+/// Starts a server in-process on 127.0.0.1:0 with auth off, in `namespace` (created if missing;
+/// a fresh one when None). Also returns a direct handle on its database.
+pub async fn start_server_in(
+    config: &ConfigArgs,
+    namespace: Option<&str>,
+) -> anyhow::Result<(Conn, tokio::sync::oneshot::Sender<()>, memex_store::Store)> {
     let mut config = load(config, None)?;
     config.auth.enabled = false;
     config.log.filter = "warn".into();
     let store = memex_server::connect_store(&config).await.context("bench needs the database (make run sets it up)")?;
     store.migrate().await?;
-    let namespace = format!("bench-{}", ulid::Ulid::generate().to_string().to_lowercase());
-    store.create_namespace(&namespace).await?;
+    let namespace = match namespace {
+        Some(n) => n.to_owned(),
+        None => format!("bench-{}", ulid::Ulid::generate().to_string().to_lowercase()),
+    };
+    if store.namespace(&namespace).await.is_err() {
+        store.create_namespace(&namespace).await?;
+    }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -304,7 +325,7 @@ pub(super) async fn start_server(config: &ConfigArgs) -> anyhow::Result<(Conn, t
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    Ok((conn, tx))
+    Ok((conn, tx, store))
 }
 
 /// The single-append phase against the store itself (no gRPC), for profiling.
@@ -368,4 +389,27 @@ async fn direct_single(args: &IngestArgs, content: &str) -> anyhow::Result<()> {
         ms(0.99)
     );
     Ok(())
+}
+
+/// Context and task clients on `conn`.
+pub async fn context_clients(
+    conn: &Conn,
+) -> anyhow::Result<(
+    memex_proto::v1::context_service_client::ContextServiceClient<super::client::Authed>,
+    memex_proto::v1::task_service_client::TaskServiceClient<super::client::Authed>,
+)> {
+    let channel = tonic::transport::Channel::from_shared(conn.endpoint.clone())
+        .context("bad --endpoint")?
+        .connect()
+        .await
+        .with_context(|| format!("cannot connect to {}", conn.endpoint))?;
+    let bearer = conn.bearer()?;
+    Ok((
+        memex_proto::v1::context_service_client::ContextServiceClient::with_interceptor(
+            channel.clone(),
+            bearer.clone(),
+        )
+        .max_decoding_message_size(usize::MAX),
+        memex_proto::v1::task_service_client::TaskServiceClient::with_interceptor(channel, bearer),
+    ))
 }

@@ -1,0 +1,88 @@
+//! Stored events as the pure cores see them.
+use std::collections::HashMap;
+
+use memex_event::EventKind;
+use memex_pointer::{ArtifactPointer, ContextEvent, EventFlags};
+use memex_store::Event;
+use uuid::Uuid;
+
+use crate::{ContextEngine, Result};
+
+pub(crate) fn context_event(e: &Event, session_task: Option<&str>) -> ContextEvent {
+    ContextEvent {
+        id: e.id,
+        session_id: e.session_id,
+        seq: e.seq,
+        kind: EventKind::parse(&e.kind).unwrap_or_else(|_| EventKind::Extension(e.kind.clone())),
+        tool_name: e.tool_name.clone(),
+        content: e.content.clone(),
+        artifact: e.artifact.as_ref().map(|a| ArtifactPointer { id: a.id.to_string(), size: a.size }),
+        task_id: e.task_id.clone().or_else(|| session_task.map(str::to_owned)),
+        task_state_version: e.task_state_version,
+        time_ms: e.event_time.timestamp_millis(),
+        flags: EventFlags::from_metadata(e.metadata.as_ref()),
+    }
+}
+
+impl ContextEngine {
+    /// The task of each session (cached: a session's task never changes).
+    pub(crate) async fn tasks_of(
+        &self,
+        namespace_id: Uuid,
+        sessions: &[Uuid],
+    ) -> Result<HashMap<Uuid, Option<String>>> {
+        let mut out = HashMap::new();
+        let mut missing = Vec::new();
+        for s in sessions {
+            match self.session_tasks.get(&(namespace_id, *s)) {
+                Some(t) => {
+                    out.insert(*s, t);
+                }
+                None if !missing.contains(s) => missing.push(*s),
+                None => {}
+            }
+        }
+        if !missing.is_empty() {
+            let found = self.store.session_tasks(namespace_id, &missing).await?;
+            for s in missing {
+                let t = found.iter().find(|(id, _)| *id == s).map(|(_, t)| t.clone());
+                self.session_tasks.insert((namespace_id, s), t.clone());
+                out.insert(s, t);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Converts stored events, filling each one's task from its session when it names none, and
+    /// each tool output's tool from its call.
+    pub(crate) async fn context_events(&self, namespace_id: Uuid, events: &[Event]) -> Result<Vec<ContextEvent>> {
+        let sessions: Vec<Uuid> = events.iter().filter(|e| e.task_id.is_none()).map(|e| e.session_id).collect();
+        let tasks = self.tasks_of(namespace_id, &sessions).await?;
+        let mut out: Vec<ContextEvent> =
+            events.iter().map(|e| context_event(e, tasks.get(&e.session_id).and_then(|t| t.as_deref()))).collect();
+        let mut wanted: Vec<(Uuid, String)> = Vec::new();
+        for e in events {
+            if e.tool_name.is_none()
+                && let Some(call) = &e.tool_call_id
+            {
+                let key = (e.session_id, call.clone());
+                if self.tool_names.get(&key).is_none() && !wanted.contains(&key) {
+                    wanted.push(key);
+                }
+            }
+        }
+        if !wanted.is_empty() {
+            for (session, call, tool) in self.store.tool_names(namespace_id, &wanted).await? {
+                self.tool_names.insert((session, call), tool);
+            }
+        }
+        for (c, e) in out.iter_mut().zip(events) {
+            if c.tool_name.is_none()
+                && let Some(call) = &e.tool_call_id
+            {
+                c.tool_name = self.tool_names.get(&(e.session_id, call.clone()));
+            }
+        }
+        Ok(out)
+    }
+}

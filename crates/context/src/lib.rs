@@ -1,0 +1,179 @@
+//! The TRACE context engine: the context window as a cache over the lossless store.
+//!
+//! * **Task state** ([`ContextEngine::update_task_state`]): versioned, compare-and-swap, every
+//!   version kept, a hard token cap; events record the version they were written under.
+//! * **Compaction** ([`ContextEngine::compact`]): evicts from an agent's window in the paper's
+//!   order, checks the victims are persisted (and indexed, when a search index is plugged in), and
+//!   stores a `PointerManifest` where they were; [`ContextEngine::expand_manifest`] returns them.
+//! * **Retrieval packs** ([`ContextEngine::build_pack`]): candidates from the sources (search,
+//!   key pointers, standing items, manifest anchors), scored, selected and packed under budgets by
+//!   `memex-pack`, stored with every decision, fetchable again ([`ContextEngine::pack`]).
+//! * **Planner / executor** ([`ContextEngine::delegate`], [`ContextEngine::report`],
+//!   [`ContextEngine::watch_reports`]).
+//!
+//! This crate is the shell: it reads from and writes to `memex-store` and calls the pure cores
+//! (`memex-task`, `memex-compaction`, `memex-pack`) to decide.
+//!
+//! **Architecture invariant:** no decision is made here that a pure core could make: scoring,
+//! packing and victim choice live in `memex-pack` and `memex-compaction`; this crate loads their
+//! inputs and stores their outputs.
+//! **Architecture invariant:** other layers plug in through the seams in [`seams`] only
+//! ([`FullView`] for VCC coordinates, [`CandidateSource`] for search, [`IndexStatus`] for the
+//! index watermark); nothing here fakes what a missing seam would answer.
+
+mod error;
+mod events;
+mod pack;
+mod planning;
+pub mod seams;
+mod stats;
+mod task;
+mod tokens;
+mod window;
+mod writer;
+
+use std::sync::Arc;
+
+use memex_pack::{Budgets, PackParams};
+use memex_store::Store;
+use memex_task::TaskStateLimits;
+use memex_tokens::Tokenizer;
+use uuid::Uuid;
+
+pub use error::ContextError;
+pub use memex_compaction::PointerManifest;
+pub use pack::{BuildPack, BuiltPack};
+pub use planning::{Delegate, DelegateOutcome, NewReport, REPORT_STATUSES};
+pub use seams::{CandidateSource, FullView, IndexStatus, NoFullView, SearchHit, SearchQuery};
+pub use stats::{PHASES, pack_phase_totals};
+pub use task::TaskStateUpdate;
+pub use tokens::CachedCounter;
+pub use window::{CompactOutcome, CompactRequest, Expansion, ResidentWindow, parse_manifest};
+
+pub type Result<T, E = ContextError> = std::result::Result<T, E>;
+
+/// The engine's settings (the server maps its `[context]` configuration onto this).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContextConfig {
+    /// Tokenizer of requests that name none.
+    pub tokenizer: Tokenizer,
+    pub task_state: TaskStateLimits,
+    pub manifest_max_tokens: usize,
+    pub pack: PackParams,
+    /// Budgets of BuildPack requests that give none.
+    pub budgets: Budgets,
+    /// Newest events of a session read for the recent tail.
+    pub tail_events: u32,
+    /// Most standing items (decisions, constraints, reports, pinned) per pack.
+    pub standing_limit: u32,
+    /// Hits asked of each search source.
+    pub search_limit: usize,
+    /// With no search source plugged in, a pack scans (BM25, `memex_pack::bm25_scan`) at most this
+    /// many newest events of each session in its scope; 0: no scan, packs draw only on pointers,
+    /// standing items and manifest anchors.
+    pub scan_events: u32,
+    /// Most events one key pointer expands to.
+    pub pointer_limit: u32,
+    /// Texts whose token counts are cached.
+    pub token_cache_entries: u64,
+}
+
+impl Default for ContextConfig {
+    fn default() -> Self {
+        ContextConfig {
+            tokenizer: Tokenizer::O200kBase,
+            task_state: TaskStateLimits::default(),
+            manifest_max_tokens: 200,
+            pack: PackParams::default(),
+            budgets: Budgets::default(),
+            tail_events: 200,
+            standing_limit: 200,
+            search_limit: 50,
+            scan_events: 2000,
+            pointer_limit: 100,
+            token_cache_entries: 200_000,
+        }
+    }
+}
+
+/// The context engine. Cheap to clone.
+#[derive(Clone)]
+pub struct ContextEngine {
+    store: Store,
+    cfg: Arc<ContextConfig>,
+    full_view: Arc<dyn FullView>,
+    sources: Arc<Vec<Arc<dyn CandidateSource>>>,
+    index: Option<Arc<dyn IndexStatus>>,
+    counts: moka::sync::Cache<(Tokenizer, [u8; 16]), u32>,
+    /// (namespace, task, version) → premises; versions are immutable.
+    premises: moka::sync::Cache<(Uuid, String, u64), Arc<Vec<String>>>,
+    /// (namespace, session) → the session's task; sessions never change task.
+    session_tasks: moka::sync::Cache<(Uuid, Uuid), Option<String>>,
+    /// (session, tool-call id) → the call's tool; calls never change.
+    tool_names: moka::sync::Cache<(Uuid, String), String>,
+    reports: tokio::sync::broadcast::Sender<(Uuid, u64)>,
+    /// Group commit of stored packs (None outside a runtime: each pack written on its own).
+    writer: Option<Arc<writer::PackWriter>>,
+}
+
+impl ContextEngine {
+    pub fn new(store: Store, cfg: ContextConfig) -> ContextEngine {
+        let (reports, _) = tokio::sync::broadcast::channel(1024);
+        let writer = tokio::runtime::Handle::try_current().ok().map(|_| Arc::new(writer::PackWriter::start(&store)));
+        ContextEngine {
+            writer,
+            counts: tokens::count_cache(cfg.token_cache_entries),
+            premises: moka::sync::Cache::builder().max_capacity(100_000).build(),
+            session_tasks: moka::sync::Cache::builder().max_capacity(100_000).build(),
+            tool_names: moka::sync::Cache::builder().max_capacity(500_000).build(),
+            store,
+            cfg: Arc::new(cfg),
+            full_view: Arc::new(NoFullView),
+            sources: Arc::new(Vec::new()),
+            index: None,
+            reports,
+        }
+    }
+
+    /// Plugs in the VCC full-view lookup.
+    pub fn with_full_view(mut self, full_view: Arc<dyn FullView>) -> ContextEngine {
+        self.full_view = full_view;
+        self
+    }
+
+    /// Adds a search source (lexical, vector).
+    pub fn with_source(mut self, source: Arc<dyn CandidateSource>) -> ContextEngine {
+        let mut v: Vec<Arc<dyn CandidateSource>> = self.sources.as_ref().clone();
+        v.push(source);
+        self.sources = Arc::new(v);
+        self
+    }
+
+    /// Plugs in the search index's watermark for compaction's "indexed" check.
+    pub fn with_index_status(mut self, index: Arc<dyn IndexStatus>) -> ContextEngine {
+        self.index = Some(index);
+        self
+    }
+
+    pub fn config(&self) -> &ContextConfig {
+        &self.cfg
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// A counter for `tokenizer` sharing the engine's cache.
+    pub fn counter(&self, tokenizer: Tokenizer) -> CachedCounter {
+        CachedCounter::new(tokenizer, self.counts.clone())
+    }
+
+    /// Names of the search sources packs use: the plugged-in ones, else `store-scan` (the store's
+    /// own BM25 scan of the scope's newest events) unless it is turned off.
+    pub fn source_names(&self) -> Vec<&'static str> {
+        if self.sources.is_empty() && self.cfg.scan_events > 0 {
+            return vec![pack::STORE_SCAN];
+        }
+        self.sources.iter().map(|s| s.name()).collect()
+    }
+}

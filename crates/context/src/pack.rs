@@ -1,0 +1,490 @@
+//! BuildPack (A.2): gather candidates and the agent's window from the store and the search
+//! sources, let `memex-pack` score, select and pack them, store the pack with every decision.
+use std::collections::{BTreeMap, HashMap};
+
+use chrono::{DateTime, Utc};
+use memex_event::{ArtifactId, EventKind, FieldError};
+use memex_pack::{
+    Budgets, Candidate, PackError, PackRequest, Relation, RetrievalPack, Role, ScanDoc, ScanParams, Sources, TailEntry,
+    TaskContext, bm25_scan, build_pack, query_terms, scan_terms,
+};
+use memex_pointer::{ContextEvent, ViewBlock};
+use memex_store::{Event, PackRow, SeqRange as StoreSeqRange, StoreError};
+use memex_task::{KeyPointer, TaskState};
+use memex_tokens::Tokenizer;
+use uuid::Uuid;
+
+use crate::seams::SearchQuery;
+use crate::stats::PhaseClock;
+use crate::task::parse_state;
+use crate::window::{is_evicted, parse_manifest};
+use crate::{ContextEngine, ContextError, Result};
+
+/// Newest events read per round trip for the recent tail.
+const TAIL_PAGE: u32 = 48;
+
+/// The name of the store's own lexical scan, the search of packs when no source is plugged in.
+pub(crate) const STORE_SCAN: &str = "store-scan";
+
+/// Preceding events of the same session whose text is a scanned event's context.
+const SCAN_CONTEXT_EVENTS: usize = 2;
+
+/// A BuildPack request.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct BuildPack {
+    pub session_id: Uuid,
+    /// The task the pack is conditioned on; the session's task when None.
+    pub task_id: Option<String>,
+    pub user_message: String,
+    /// A system/policy prefix kept outside the store, placed before the session's system events.
+    pub system_prompt: String,
+    /// The engine's default budgets when None.
+    pub budgets: Option<Budgets>,
+    pub tokenizer: Option<Tokenizer>,
+    /// Derived from the task's delegations when None: a task that delegated is a planner, a
+    /// delegated task an executor.
+    pub role: Option<Role>,
+    /// Ask for superseded versions too.
+    pub historical: bool,
+}
+
+/// A stored pack.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BuiltPack {
+    pub id: Uuid,
+    pub session_id: Uuid,
+    pub task_id: Option<String>,
+    pub task_state_version: Option<u64>,
+    pub tokenizer: Tokenizer,
+    pub role: Role,
+    pub pack: RetrievalPack,
+    pub created_at: DateTime<Utc>,
+}
+
+/// What is recorded beside a pack: the request and what it was resolved to.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Recorded {
+    request: BuildPack,
+    task_id: Option<String>,
+    task_state_version: Option<u64>,
+    tokenizer: Tokenizer,
+    role: Role,
+    sources: Vec<String>,
+}
+
+/// zstd level for stored packs: fast, and packs (repetitive JSON) shrink about 4×.
+const PACK_ZSTD_LEVEL: i32 = 1;
+
+/// A pack as stored: its JSON, zstd-compressed.
+fn compress_pack(pack: &RetrievalPack) -> Result<Vec<u8>> {
+    let json = serde_json::to_vec(pack).map_err(|e| ContextError::Corrupt { what: "pack", message: e.to_string() })?;
+    zstd::encode_all(json.as_slice(), PACK_ZSTD_LEVEL)
+        .map_err(|e| ContextError::Corrupt { what: "pack", message: format!("compression: {e}") })
+}
+
+fn pack_error(e: PackError) -> ContextError {
+    let text = e.to_string();
+    match text.split_once(": ") {
+        Some((field, message)) => ContextError::Invalid(FieldError::new(field, message)),
+        None => ContextError::invalid("budgets", text),
+    }
+}
+
+/// Accumulates candidates by event id, merging what several sources said.
+#[derive(Default)]
+struct Gathered {
+    events: BTreeMap<Uuid, (Event, Sources)>,
+}
+
+impl Gathered {
+    fn add(&mut self, events: Vec<Event>, sources: Sources) {
+        for e in events {
+            match self.events.get_mut(&e.id) {
+                Some((_, s)) => *s = s.merge(sources),
+                None => {
+                    self.events.insert(e.id, (e, sources));
+                }
+            }
+        }
+    }
+}
+
+impl ContextEngine {
+    /// Builds, stores and returns the pack for one turn.
+    pub async fn build_pack(&self, namespace_id: Uuid, req: BuildPack) -> Result<BuiltPack> {
+        let mut clock = PhaseClock::start();
+        let tokenizer = req.tokenizer.unwrap_or(self.cfg.tokenizer);
+        let counter = self.counter(tokenizer);
+        let budgets = req.budgets.unwrap_or(self.cfg.budgets);
+        budgets.check().map_err(pack_error)?;
+        let session_id = req.session_id;
+        let own = [session_id];
+        // Round trip 1 (concurrent): the session and its task, the window, the newest events, the
+        // session's system events.
+        let (ctx, (_, evictions, manifest_rows), mut newest, system_events) = tokio::try_join!(
+            self.store.pack_context(namespace_id, session_id, req.task_id.as_deref()),
+            self.store.window_state(namespace_id, session_id),
+            self.store.events_newest_first(namespace_id, session_id, None, TAIL_PAGE),
+            self.store.standing_events(namespace_id, &own, true, 50),
+        )?;
+        let task_id = ctx.task_id.clone();
+        if let Some(t) = &ctx.session_task {
+            self.session_tasks.insert((namespace_id, session_id), Some(t.clone()));
+        }
+        let state = match &ctx.state {
+            Some(row) => parse_state(row)?,
+            None => TaskState::default(),
+        };
+        let mut related: Vec<(String, Relation)> = Vec::new();
+        if let Some(p) = &ctx.parent {
+            related.push((p.clone(), Relation::Parent));
+        }
+        related.extend(ctx.children.iter().map(|c| (c.clone(), Relation::Child)));
+        let role = req.role.unwrap_or(if !ctx.children.is_empty() {
+            Role::Planner
+        } else if ctx.parent.is_some() {
+            Role::Executor
+        } else {
+            Role::Solo
+        });
+        let mut scope: Vec<Uuid> = vec![session_id];
+        for (s, t) in &ctx.sessions {
+            self.session_tasks.insert((namespace_id, *s), Some(t.clone()));
+            if !scope.contains(s) {
+                scope.push(*s);
+            }
+        }
+        clock.lap(0);
+
+        // The agent's window: the recent tail (resident events and manifests) and the system block.
+        // Read more of the session only while the tail budget could still take it.
+        let wanted_bytes = budgets.tail.saturating_mul(6);
+        while newest.len() % TAIL_PAGE as usize == 0
+            && !newest.is_empty()
+            && newest.len() < self.cfg.tail_events as usize
+            && newest.iter().map(|e| e.content.len()).sum::<usize>() < wanted_bytes
+        {
+            let before = newest.last().map(|e| e.seq);
+            let more = self.store.events_newest_first(namespace_id, session_id, before, TAIL_PAGE).await?;
+            if more.is_empty() {
+                break;
+            }
+            newest.extend(more);
+        }
+        let complete = newest.len() % TAIL_PAGE as usize != 0;
+        let mut tail_events: Vec<Event> = newest.into_iter().filter(|e| !is_evicted(&evictions, e.seq)).collect();
+        tail_events.reverse();
+        let tail_ctx = self.context_events(namespace_id, &tail_events).await?;
+        let tail_views = self.full_view.locate(namespace_id, session_id, &tail_ctx).await?;
+        let mut tail: Vec<(u64, TailEntry)> = tail_ctx
+            .into_iter()
+            .zip(tail_views)
+            .filter(|(e, _)| e.kind != EventKind::System)
+            .map(|(event, view)| (event.seq, TailEntry::Event { event, view }))
+            .collect();
+        let oldest_tail = tail.first().map_or(u64::MAX, |(s, _)| *s);
+        let mut manifests = Vec::with_capacity(manifest_rows.len());
+        for m in &manifest_rows {
+            let parsed = parse_manifest(m)?;
+            if parsed.position() >= oldest_tail || complete {
+                tail.push((parsed.position(), TailEntry::Manifest { id: m.id, text: m.rendered.clone() }));
+            }
+            manifests.push(parsed);
+        }
+        tail.sort_by_key(|(pos, e)| (*pos, matches!(e, TailEntry::Event { .. })));
+        let mut system = req.system_prompt.trim_end().to_owned();
+        for e in system_events.iter().rev() {
+            if !system.is_empty() {
+                system.push('\n');
+            }
+            system.push_str(e.content.trim_end());
+        }
+        clock.lap(1);
+
+        // Candidates (A.2 lines 2–6), gathered concurrently: key pointers, standing items,
+        // manifest anchors, search.
+        let mut query_text = req.user_message.clone();
+        for line in state.goals.iter().chain(&state.next_actions).chain(&state.open_loops) {
+            query_text.push('\n');
+            query_text.push_str(line);
+        }
+        let terms = query_terms(&[&query_text]);
+        let anchors: Vec<Uuid> = manifests.iter().flat_map(|m| m.anchors.iter().map(|a| a.event_id)).collect();
+        let q = SearchQuery {
+            namespace_id,
+            text: query_text.clone(),
+            terms: terms.clone(),
+            sessions: scope.clone(),
+            limit: self.cfg.search_limit,
+        };
+        let (pointed, standing, anchored, searched) = tokio::try_join!(
+            self.expand_pointers(namespace_id, &state, &scope),
+            async { Ok(self.store.standing_events(namespace_id, &scope, false, self.cfg.standing_limit).await?) },
+            async {
+                if anchors.is_empty() {
+                    Ok(Vec::new())
+                } else {
+                    Ok::<_, ContextError>(self.store.events_by_ids(namespace_id, &anchors).await?)
+                }
+            },
+            self.search(namespace_id, &q),
+        )?;
+        clock.lap(2);
+        let mut g = Gathered::default();
+        g.add(pointed, Sources { pointer: true, ..Sources::default() });
+        g.add(standing, Sources { pinned: true, ..Sources::default() });
+        g.add(anchored, Sources { anchor: true, ..Sources::default() });
+        let mut embeddings: HashMap<Uuid, Vec<f32>> = HashMap::new();
+        for (h, e) in searched {
+            g.add(vec![e], Sources { lexical: h.lexical, vector: h.vector, ..Sources::default() });
+            if let Some(emb) = h.embedding {
+                embeddings.insert(h.event_id, emb);
+            }
+        }
+        clock.lap(3);
+        let candidates = self.candidates(namespace_id, task_id.as_deref(), g, embeddings).await?;
+        clock.lap(4);
+
+        let task_card = ctx.state.as_ref().map(|r| r.rendered.clone());
+        let request = PackRequest {
+            session_id: req.session_id,
+            system,
+            task_state: task_card,
+            task_ref: ctx.state.as_ref().map(|r| format!("{} v{}", r.task_id, r.version)),
+            tail: tail.into_iter().map(|(_, e)| e).collect(),
+            user_message: req.user_message.clone(),
+            candidates,
+            terms,
+            task: TaskContext {
+                task_id: task_id.clone(),
+                phase: state.phase,
+                self_assessment: state.self_assessment,
+                premises: state.premises.clone(),
+                role,
+                related,
+                historical: req.historical,
+            },
+            budgets,
+            params: self.cfg.pack,
+        };
+        let pack = build_pack(&request, &counter).map_err(pack_error)?;
+        clock.lap(5);
+
+        let id = Uuid::now_v7();
+        let task_state_version = ctx.state.as_ref().map(|r| r.version);
+        let recorded = Recorded {
+            request: req.clone(),
+            task_id: task_id.clone(),
+            task_state_version,
+            tokenizer,
+            role,
+            sources: self.source_names().into_iter().map(str::to_owned).collect(),
+        };
+        let json = |v: serde_json::Result<serde_json::Value>| {
+            v.map_err(|e| ContextError::Corrupt { what: "pack", message: e.to_string() })
+        };
+        let row = PackRow {
+            id,
+            session_id: req.session_id,
+            task_id: task_id.clone(),
+            task_state_version,
+            tokenizer: tokenizer.name().to_owned(),
+            tokens: pack.tokens as u32,
+            request: json(serde_json::to_value(&recorded))?,
+            pack: compress_pack(&pack)?,
+            created_at: Utc::now(),
+        };
+        let created_at = match &self.writer {
+            Some(w) => w.write(namespace_id, row).await?,
+            None => self.store.insert_pack(namespace_id, &row).await?,
+        };
+        clock.lap(6);
+        clock.finish();
+        Ok(BuiltPack { id, session_id: req.session_id, task_id, task_state_version, tokenizer, role, pack, created_at })
+    }
+
+    /// A stored pack, exactly as it was built.
+    pub async fn pack(&self, namespace_id: Uuid, id: Uuid) -> Result<BuiltPack> {
+        let row = self.store.pack(namespace_id, id).await?;
+        let corrupt = |e: serde_json::Error| ContextError::Corrupt { what: "pack", message: e.to_string() };
+        let recorded: Recorded = serde_json::from_value(row.request).map_err(corrupt)?;
+        let bytes = zstd::decode_all(row.pack.as_slice())
+            .map_err(|e| ContextError::Corrupt { what: "pack", message: e.to_string() })?;
+        let pack: RetrievalPack = serde_json::from_slice(&bytes).map_err(corrupt)?;
+        Ok(BuiltPack {
+            id: row.id,
+            session_id: row.session_id,
+            task_id: row.task_id,
+            task_state_version: row.task_state_version,
+            tokenizer: recorded.tokenizer,
+            role: recorded.role,
+            pack,
+            created_at: row.created_at,
+        })
+    }
+
+    /// Pointer expansion from the task state (A.2 line 4).
+    async fn expand_pointers(&self, namespace_id: Uuid, state: &TaskState, scope: &[Uuid]) -> Result<Vec<Event>> {
+        let mut out = Vec::new();
+        let ids: Vec<Uuid> = state
+            .key_pointers
+            .iter()
+            .filter_map(|p| if let KeyPointer::Event(id) = p { Some(*id) } else { None })
+            .collect();
+        if !ids.is_empty() {
+            match self.store.events_by_ids(namespace_id, &ids).await {
+                Ok(events) => out.extend(events),
+                // Pointers are checked when the state is written; an id that no longer resolves
+                // cannot happen in an append-only store, but must not break every pack if it does.
+                Err(StoreError::EventNotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        for p in &state.key_pointers {
+            match p {
+                KeyPointer::Event(_) => {}
+                KeyPointer::Artifact(a) => {
+                    if let Ok(id) = a.parse::<ArtifactId>() {
+                        out.extend(
+                            self.store
+                                .events_with_artifact(namespace_id, scope, id.as_bytes(), self.cfg.pointer_limit)
+                                .await?,
+                        );
+                    }
+                }
+                KeyPointer::Span { session_id, seqs } => {
+                    let range = StoreSeqRange { from: seqs.first, to: Some(seqs.last) };
+                    match self
+                        .store
+                        .events_in_range(namespace_id, *session_id, range, self.cfg.pointer_limit, None)
+                        .await
+                    {
+                        Ok(page) => out.extend(page.events),
+                        Err(StoreError::SessionNotFound(_)) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every search source's hits, with their events; the store scan's when none is plugged in.
+    async fn search(&self, namespace_id: Uuid, q: &SearchQuery) -> Result<Vec<(crate::seams::SearchHit, Event)>> {
+        if self.sources.is_empty() {
+            return self.scan(namespace_id, q).await;
+        }
+        let mut out = Vec::new();
+        for source in self.sources.iter() {
+            let hits = source.search(q).await?;
+            let ids: Vec<Uuid> = hits.iter().map(|h| h.event_id).collect();
+            if ids.is_empty() {
+                continue;
+            }
+            let events = self.store.events_by_ids(namespace_id, &ids).await?;
+            out.extend(hits.into_iter().zip(events));
+        }
+        Ok(out)
+    }
+
+    /// The store scan: the newest `scan_events` events of each session in scope, scored by BM25
+    /// on their own text and the two events before them (`memex_pack::bm25_scan`).
+    async fn scan(&self, namespace_id: Uuid, q: &SearchQuery) -> Result<Vec<(crate::seams::SearchHit, Event)>> {
+        let n = self.cfg.scan_events;
+        if n == 0 || q.terms.is_empty() || q.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let reads = q.sessions.iter().map(|s| self.store.events_newest_first(namespace_id, *s, None, n));
+        let sessions = futures::future::try_join_all(reads).await?;
+        let mut events: Vec<Event> = Vec::new();
+        let mut contexts: Vec<std::ops::Range<usize>> = Vec::new();
+        for mut session in sessions {
+            session.reverse();
+            let start = events.len();
+            for (i, e) in session.into_iter().enumerate() {
+                contexts.push(start + i.saturating_sub(SCAN_CONTEXT_EVENTS)..start + i);
+                events.push(e);
+            }
+        }
+        let texts: Vec<&str> = events.iter().map(|e| e.content.as_str()).collect();
+        let docs: Vec<ScanDoc<'_>> = events
+            .iter()
+            .zip(&contexts)
+            .map(|(e, r)| ScanDoc { own: &e.content, context: &texts[r.clone()] })
+            .collect();
+        let keep: Vec<bool> = events.iter().map(|e| e.kind != "system").collect();
+        let terms = scan_terms(&q.terms);
+        let hits = bm25_scan(&docs, &terms, ScanParams::default(), q.limit.saturating_mul(2));
+        let chosen: Vec<(usize, f32)> = hits.into_iter().filter(|(i, _)| keep[*i]).take(q.limit).collect();
+        drop(docs);
+        let mut slots: Vec<Option<Event>> = events.into_iter().map(Some).collect();
+        Ok(chosen
+            .into_iter()
+            .filter_map(|(i, score)| {
+                let e = slots[i].take()?;
+                let hit =
+                    crate::seams::SearchHit { event_id: e.id, lexical: Some(score), vector: None, embedding: None };
+                Some((hit, e))
+            })
+            .collect())
+    }
+
+    /// Turns gathered events into candidates: task, supersession, premises, full-view blocks.
+    async fn candidates(
+        &self,
+        namespace_id: Uuid,
+        task_id: Option<&str>,
+        g: Gathered,
+        mut embeddings: HashMap<Uuid, Vec<f32>>,
+    ) -> Result<Vec<Candidate>> {
+        let (events, sources): (Vec<Event>, Vec<Sources>) = g.events.into_values().unzip();
+        let ctx = self.context_events(namespace_id, &events).await?;
+        // Supersession is read from the candidates themselves: an event that supersedes another is
+        // a standing item of its task, so every superseding event in scope is among them.
+        let superseded: std::collections::HashSet<Uuid> = ctx.iter().filter_map(|e| e.flags.supersedes).collect();
+        let mut premises: HashMap<u64, std::sync::Arc<Vec<String>>> = HashMap::new();
+        if let Some(t) = task_id {
+            let mut versions: Vec<u64> =
+                ctx.iter().filter(|e| e.task_id.as_deref() == Some(t)).filter_map(|e| e.task_state_version).collect();
+            versions.sort_unstable();
+            versions.dedup();
+            premises.extend(self.premises_of(namespace_id, t, &versions).await?);
+        }
+        let views = self.views(namespace_id, &ctx).await?;
+        Ok(ctx
+            .into_iter()
+            .zip(sources)
+            .zip(views)
+            .map(|((event, sources), view)| {
+                let p = (event.task_id.as_deref() == task_id && task_id.is_some())
+                    .then(|| event.task_state_version.and_then(|v| premises.get(&v)).map(|p| p.as_ref().clone()))
+                    .flatten();
+                Candidate {
+                    superseded: superseded.contains(&event.id),
+                    embedding: embeddings.remove(&event.id),
+                    premises: p,
+                    view,
+                    sources,
+                    event,
+                }
+            })
+            .collect())
+    }
+
+    /// Full-view blocks of events of any sessions, in the order given.
+    async fn views(&self, namespace_id: Uuid, events: &[ContextEvent]) -> Result<Vec<Option<ViewBlock>>> {
+        let mut by_session: BTreeMap<Uuid, Vec<usize>> = BTreeMap::new();
+        for (i, e) in events.iter().enumerate() {
+            by_session.entry(e.session_id).or_default().push(i);
+        }
+        let mut out = vec![None; events.len()];
+        for (session, idx) in by_session {
+            let group: Vec<ContextEvent> = idx.iter().map(|&i| events[i].clone()).collect();
+            let found = self.full_view.locate(namespace_id, session, &group).await?;
+            for (i, v) in idx.into_iter().zip(found) {
+                out[i] = v;
+            }
+        }
+        Ok(out)
+    }
+}

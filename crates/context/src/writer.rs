@@ -1,0 +1,77 @@
+//! Group commit of stored packs: concurrent BuildPacks share one INSERT and one WAL flush, each
+//! caller still answered only once its own pack is durable (GetPack can replay it at once).
+use std::hash::{Hash, Hasher};
+
+use chrono::{DateTime, Utc};
+use memex_store::{PackRow, Store};
+use tokio::sync::{mpsc, oneshot};
+use uuid::Uuid;
+
+use crate::{ContextError, Result};
+
+/// Writer tasks; packs are spread over them by session.
+const SHARDS: usize = 2;
+/// Most packs in one statement.
+const MAX_BATCH: usize = 64;
+
+struct Pending {
+    namespace_id: Uuid,
+    row: PackRow,
+    reply: oneshot::Sender<Result<DateTime<Utc>>>,
+}
+
+pub(crate) struct PackWriter {
+    shards: Vec<mpsc::Sender<Pending>>,
+}
+
+impl PackWriter {
+    /// Starts the writer tasks on the current runtime.
+    pub(crate) fn start(store: &Store) -> PackWriter {
+        let shards = (0..SHARDS)
+            .map(|_| {
+                let (tx, rx) = mpsc::channel(1024);
+                tokio::spawn(write_loop(store.clone(), rx));
+                tx
+            })
+            .collect();
+        PackWriter { shards }
+    }
+
+    pub(crate) async fn write(&self, namespace_id: Uuid, row: PackRow) -> Result<DateTime<Utc>> {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        row.session_id.hash(&mut h);
+        let shard = &self.shards[(h.finish() % self.shards.len() as u64) as usize];
+        let (reply, answer) = oneshot::channel();
+        let gone = || ContextError::Seam { seam: "pack writer", message: "the writer stopped (shutting down)".into() };
+        shard.send(Pending { namespace_id, row, reply }).await.map_err(|_| gone())?;
+        answer.await.map_err(|_| gone())?
+    }
+}
+
+async fn write_loop(store: Store, mut rx: mpsc::Receiver<Pending>) {
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(p) => batch.push(p),
+                Err(_) => break,
+            }
+        }
+        let rows: Vec<(Uuid, &PackRow)> = batch.iter().map(|p| (p.namespace_id, &p.row)).collect();
+        match store.insert_packs(&rows).await {
+            Ok(times) => {
+                for (p, at) in batch.into_iter().zip(times) {
+                    let _ = p.reply.send(Ok(at));
+                }
+            }
+            Err(e) => {
+                // Write each on its own so an error reaches only the pack it belongs to.
+                tracing::warn!(error = %e, packs = batch.len(), "pack group insert failed; writing each pack on its own");
+                for p in batch {
+                    let r = store.insert_pack(p.namespace_id, &p.row).await.map_err(ContextError::from);
+                    let _ = p.reply.send(r);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! The pack's vocabulary: budgets, parameters, and what a pack records.
+use memex_pointer::{ContextEvent, LineRange, ViewBlock};
+use uuid::Uuid;
+
+use crate::candidate::{Candidate, QuotaGroup, Sources, TaskContext};
+use crate::score::{BaseWeights, ScoreParts};
+
+/// Per-block budgets in tokens (TRACE §9.1). Invariant checked by [`Budgets::check`]:
+/// `system + task_state + tail + retrieval + user + headroom ≤ context`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Budgets {
+    pub context: usize,
+    pub system: usize,
+    pub task_state: usize,
+    pub tail: usize,
+    pub retrieval: usize,
+    pub user: usize,
+    pub headroom: usize,
+}
+
+impl Default for Budgets {
+    fn default() -> Self {
+        Budgets {
+            context: 32_000,
+            system: 2_000,
+            task_state: 800,
+            tail: 8_000,
+            retrieval: 4_096,
+            user: 4_000,
+            headroom: 4_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PackError {
+    #[error(
+        "budgets: system {system} + task_state {task_state} + tail {tail} + retrieval {retrieval} + user {user} + headroom {headroom} = {sum} exceeds context {context}"
+    )]
+    Budgets {
+        system: usize,
+        task_state: usize,
+        tail: usize,
+        retrieval: usize,
+        user: usize,
+        headroom: usize,
+        sum: usize,
+        context: usize,
+    },
+    #[error("user_message: {tokens} tokens, over budgets.user = {budget}")]
+    UserMessage { tokens: usize, budget: usize },
+}
+
+impl Budgets {
+    pub fn check(&self) -> Result<(), PackError> {
+        let sum = self
+            .system
+            .saturating_add(self.task_state)
+            .saturating_add(self.tail)
+            .saturating_add(self.retrieval)
+            .saturating_add(self.user)
+            .saturating_add(self.headroom);
+        if sum > self.context {
+            return Err(PackError::Budgets {
+                system: self.system,
+                task_state: self.task_state,
+                tail: self.tail,
+                retrieval: self.retrieval,
+                user: self.user,
+                headroom: self.headroom,
+                sum,
+                context: self.context,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Share of the retrieval budget each type group may take.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Quotas {
+    pub tool_output: f64,
+    pub tool_call: f64,
+    pub thinking: f64,
+    pub other: f64,
+}
+
+impl Default for Quotas {
+    fn default() -> Self {
+        Quotas { tool_output: 0.6, tool_call: 0.3, thinking: 0.2, other: 1.0 }
+    }
+}
+
+impl Quotas {
+    /// The share of the retrieval budget group `g` may take.
+    pub fn share(&self, g: QuotaGroup) -> f64 {
+        match g {
+            QuotaGroup::ToolOutput => self.tool_output,
+            QuotaGroup::ToolCall => self.tool_call,
+            QuotaGroup::Thinking => self.thinking,
+            QuotaGroup::Other => self.other,
+        }
+    }
+}
+
+/// Tuning of selection and packing.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PackParams {
+    /// MMR trade-off (A.2: 0.7).
+    pub lambda: f64,
+    /// K_max: most items MMR selects.
+    pub max_items: usize,
+    /// Most candidates (by score) that enter MMR.
+    pub max_candidates: usize,
+    /// One item may take at most this share of the retrieval budget (an excerpt otherwise).
+    pub item_share: f64,
+    pub quotas: Quotas,
+    /// Recency half-life, in milliseconds of event time.
+    pub half_life_ms: f64,
+    pub weights: BaseWeights,
+}
+
+impl Default for PackParams {
+    fn default() -> Self {
+        PackParams {
+            lambda: 0.7,
+            max_items: 32,
+            max_candidates: 200,
+            item_share: 0.25,
+            quotas: Quotas::default(),
+            half_life_ms: 6.0 * 3600.0 * 1000.0,
+            weights: BaseWeights::default(),
+        }
+    }
+}
+
+/// An entry of the agent's recent window.
+#[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)] // a few dozen per pack, most of them events
+pub enum TailEntry {
+    Event {
+        event: ContextEvent,
+        view: Option<ViewBlock>,
+    },
+    /// A pointer manifest in the window, already rendered.
+    Manifest {
+        id: Uuid,
+        text: String,
+    },
+}
+
+/// Everything a pack is built from. The same request gives the same pack, byte for byte.
+#[derive(Debug, Clone)]
+pub struct PackRequest {
+    /// The requesting agent's session: `s1` in the pack.
+    pub session_id: Uuid,
+    /// The system block's text (policy prefix, the session's system events).
+    pub system: String,
+    /// The rendered task-state card, and how to fetch it whole if the block must cut it.
+    pub task_state: Option<String>,
+    pub task_ref: Option<String>,
+    /// The agent's window, oldest first; the tail block takes the newest that fit.
+    pub tail: Vec<TailEntry>,
+    pub user_message: String,
+    pub candidates: Vec<Candidate>,
+    /// Query terms, for excerpts.
+    pub terms: Vec<String>,
+    pub task: TaskContext,
+    pub budgets: Budgets,
+    pub params: PackParams,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockKind {
+    System,
+    TaskState,
+    Retrieval,
+    Tail,
+    User,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PackBlock {
+    pub kind: BlockKind,
+    pub text: String,
+    pub tokens: usize,
+    pub budget: usize,
+}
+
+/// A piece of evidence in the pack, with its provenance.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PackItem {
+    pub block: BlockKind,
+    pub event_id: Uuid,
+    pub session_id: Uuid,
+    pub seq: u64,
+    pub kind: String,
+    pub tool_name: Option<String>,
+    pub lines: Option<LineRange>,
+    pub tokens: usize,
+    pub excerpt: bool,
+    /// The final score (retrieval items).
+    pub score: Option<f64>,
+}
+
+/// Why a candidate was left out.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case", tag = "reason")]
+pub enum Exclusion {
+    /// The task-conditioned modifier is 0 (another task's item).
+    ZeroScore,
+    /// Already in the recent-tail block.
+    InTail,
+    /// Below the `max_candidates` cut by score.
+    BelowCut,
+    /// MMR stopped at `max_items` before reaching it.
+    NotSelected,
+    /// Its type group's quota of the retrieval budget was used up.
+    Quota { group: QuotaGroup, quota: usize },
+    /// Not even an excerpt fit what was left of the retrieval budget.
+    OverBudget { remaining: usize },
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case", tag = "outcome")]
+pub enum Outcome {
+    Included { tokens: usize, excerpt: bool },
+    Excluded(Exclusion),
+}
+
+/// The record of one candidate: where it came from, how it scored, what happened to it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Decision {
+    pub event_id: Uuid,
+    pub session_id: Uuid,
+    pub seq: u64,
+    pub kind: String,
+    pub sources: Sources,
+    pub parts: ScoreParts,
+    /// Position in MMR order (0 = first picked).
+    pub mmr_rank: Option<usize>,
+    pub outcome: Outcome,
+}
+
+/// The pack an agent sees at one turn.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RetrievalPack {
+    /// The blocks joined: what goes into the model's context.
+    pub text: String,
+    /// Exact token count of `text`.
+    pub tokens: usize,
+    pub blocks: Vec<PackBlock>,
+    pub items: Vec<PackItem>,
+    pub decisions: Vec<Decision>,
+    pub budgets: Budgets,
+}

@@ -1,0 +1,376 @@
+//! Building the context pack (A.2): system, task state, retrieval, recent tail and user message,
+//! each under its own hard budget, with a decision recorded for every candidate.
+//!
+//! The budget invariant — every block within its budget and the whole pack within
+//! `context − headroom` — holds on the exact token count of the exact text returned: running sums
+//! choose the items, then the assembled text is counted and items are dropped (lowest ranked
+//! first) until it fits, so BPE effects at item boundaries can never push a pack over.
+use std::collections::{BTreeMap, HashMap};
+
+use memex_pointer::{ContextEvent, SessionAliases, ViewBlock};
+use memex_tokens::{TokenCounter, truncate_lines};
+use uuid::Uuid;
+
+use crate::candidate::{Candidate, ItemType, QuotaGroup};
+use crate::mmr::{MmrItem, Sketch, mmr_select};
+use crate::model::{
+    BlockKind, Decision, Exclusion, Outcome, PackBlock, PackError, PackItem, PackRequest, RetrievalPack, TailEntry,
+};
+use crate::render::render_item;
+use crate::score::score_all;
+
+const RETRIEVAL_HEADER: &str =
+    "## retrieved evidence (read-only memory from the lossless store; follow a pointer to expand)\n";
+const TAIL_HEADER: &str = "## recent turns\n";
+
+/// Builds the pack. Errors only on a request that cannot be honoured (budgets that do not add
+/// up, a user message over its budget); otherwise the pack fits, whatever the candidates.
+pub fn build_pack(req: &PackRequest, counter: &dyn TokenCounter) -> Result<RetrievalPack, PackError> {
+    let b = req.budgets;
+    b.check()?;
+    let user_text = format!("## user\n{}\n", req.user_message.trim_end_matches('\n'));
+    let user_tokens = counter.count(&user_text);
+    if user_tokens > b.user {
+        return Err(PackError::UserMessage { tokens: counter.count(&req.user_message), budget: b.user });
+    }
+    let system = capped_block("## system\n", &req.system, "… (system block cut to its budget)\n", b.system, counter);
+    let task = match &req.task_state {
+        Some(card) => {
+            let marker = match &req.task_ref {
+                Some(r) => format!("… (task state cut to its budget; GetTaskState {r} has all of it)\n"),
+                None => "… (task state cut to its budget)\n".to_owned(),
+            };
+            capped_block("", card, &marker, b.task_state, counter)
+        }
+        None => String::new(),
+    };
+    let (tail_text, tail_items) = tail_block(req, counter);
+    let in_tail: Vec<Uuid> = tail_items.iter().map(|i| i.event_id).collect();
+    let (mut retrieval, mut decisions) = retrieval_block(req, &in_tail, counter);
+
+    let mut items: Vec<PackItem> = Vec::new();
+    let blocks = loop {
+        let blocks = [
+            (BlockKind::System, &system, b.system),
+            (BlockKind::TaskState, &task, b.task_state),
+            (BlockKind::Retrieval, &retrieval.text, b.retrieval),
+            (BlockKind::Tail, &tail_text, b.tail),
+            (BlockKind::User, &user_text, b.user),
+        ];
+        let text: String =
+            blocks.iter().filter(|(_, t, _)| !t.is_empty()).map(|(_, t, _)| t.as_str()).collect::<Vec<_>>().join("\n");
+        let tokens = counter.count(&text);
+        // Blocks fit on their own; only boundary effects could push the whole over, and then the
+        // retrieval block gives way.
+        if tokens + b.headroom <= b.context || retrieval.items.is_empty() {
+            items.extend(retrieval.items.iter().cloned());
+            items.extend(tail_items.iter().cloned());
+            let blocks = blocks
+                .iter()
+                .map(|(kind, t, budget)| PackBlock {
+                    kind: *kind,
+                    text: (*t).clone(),
+                    tokens: counter.count(t),
+                    budget: *budget,
+                })
+                .collect::<Vec<_>>();
+            break (blocks, text, tokens);
+        }
+        retrieval.drop_last(&mut decisions, counter);
+    };
+    let (blocks, text, tokens) = blocks;
+    Ok(RetrievalPack { text, tokens, blocks, items, decisions, budgets: b })
+}
+
+/// `title` + `body`, cut on line boundaries (then mid-line) to `budget` with `marker` appended.
+fn capped_block(title: &str, body: &str, marker: &str, budget: usize, counter: &dyn TokenCounter) -> String {
+    if body.trim().is_empty() {
+        return String::new();
+    }
+    let body = body.trim_end_matches('\n');
+    let whole = format!("{title}{body}\n");
+    if counter.count(&whole) <= budget {
+        return whole;
+    }
+    let room = budget.saturating_sub(counter.count(title) + counter.count(marker) + 1);
+    let head = truncate_lines(counter, &whole[title.len()..], room);
+    let text = format!("{title}{head}{marker}");
+    if counter.count(&text) <= budget { text } else { String::new() }
+}
+
+/// The newest entries of the window that fit the tail budget, oldest first. The newest event is
+/// always there, cut to the budget if it is larger.
+fn tail_block(req: &PackRequest, counter: &dyn TokenCounter) -> (String, Vec<PackItem>) {
+    let budget = req.budgets.tail;
+    let mut aliases = SessionAliases::starting_with(req.session_id);
+    let legend = format!("{}\n", aliases.legend());
+    let fixed = counter.count(TAIL_HEADER) + counter.count(&legend);
+    let mut used = fixed;
+    let mut chosen: Vec<(String, Option<PackItem>)> = Vec::new();
+    for entry in req.tail.iter().rev() {
+        let (text, item) = match entry {
+            TailEntry::Manifest { text, .. } => (format!("{}\n", text.trim_end_matches('\n')), None),
+            TailEntry::Event { event, view } => {
+                let alias = aliases.alias(event.session_id);
+                let text = memex_pointer::render_event(&alias, event, view.as_ref());
+                (text, Some(item_of(BlockKind::Tail, event, view.as_ref(), 0, false, None)))
+            }
+        };
+        let cost = counter.count(&text) + 1;
+        if used + cost <= budget {
+            used += cost;
+            chosen.push((text, item));
+            continue;
+        }
+        if chosen.is_empty()
+            && let TailEntry::Event { event, view } = entry
+        {
+            // The newest event alone is over the tail budget: keep as much of it as fits.
+            let alias = aliases.alias(event.session_id);
+            if let Some(r) = crate::render::render_item(
+                &alias,
+                event,
+                view.as_ref(),
+                &req.terms,
+                budget.saturating_sub(used + 1),
+                counter,
+            ) {
+                chosen.push((r.text, Some(item_of(BlockKind::Tail, event, view.as_ref(), 0, true, None))));
+            }
+        }
+        break;
+    }
+    chosen.reverse();
+    loop {
+        if chosen.is_empty() {
+            return (String::new(), Vec::new());
+        }
+        let mut text = format!("{TAIL_HEADER}{legend}");
+        for (t, _) in &chosen {
+            text.push('\n');
+            text.push_str(t);
+        }
+        let tokens = counter.count(&text);
+        if tokens <= budget {
+            let items = chosen
+                .into_iter()
+                .filter_map(|(t, item)| {
+                    item.map(|mut i| {
+                        i.tokens = counter.count(&t);
+                        i
+                    })
+                })
+                .collect();
+            return (text, items);
+        }
+        chosen.remove(0); // oldest first
+    }
+}
+
+fn item_of(
+    block: BlockKind,
+    e: &ContextEvent,
+    view: Option<&ViewBlock>,
+    tokens: usize,
+    excerpt: bool,
+    score: Option<f64>,
+) -> PackItem {
+    PackItem {
+        block,
+        event_id: e.id,
+        session_id: e.session_id,
+        seq: e.seq,
+        kind: e.kind.as_str().to_owned(),
+        tool_name: e.tool_name.clone(),
+        lines: view.map(|v| v.range),
+        tokens,
+        excerpt,
+        score,
+    }
+}
+
+/// The retrieval block under construction.
+struct Retrieval {
+    text: String,
+    items: Vec<PackItem>,
+    /// Rendered item texts, parallel to `items`.
+    parts: Vec<String>,
+    /// Decision index of each item, parallel to `items`.
+    decision_of: Vec<usize>,
+    legend: String,
+}
+
+impl Retrieval {
+    fn assemble(&mut self) {
+        if self.items.is_empty() {
+            self.text.clear();
+            return;
+        }
+        let mut text = format!("{RETRIEVAL_HEADER}{}\n", self.legend);
+        for p in &self.parts {
+            text.push('\n');
+            text.push_str(p);
+        }
+        self.text = text;
+    }
+
+    /// Drops the lowest-ranked item (the last added), recording why.
+    fn drop_last(&mut self, decisions: &mut [Decision], counter: &dyn TokenCounter) {
+        if let (Some(_), Some(_), Some(d)) = (self.items.pop(), self.parts.pop(), self.decision_of.pop()) {
+            decisions[d].outcome = Outcome::Excluded(Exclusion::OverBudget { remaining: 0 });
+        }
+        let _ = counter;
+        self.assemble();
+    }
+}
+
+fn dedupe(cands: &[Candidate]) -> Vec<Candidate> {
+    let mut by_id: BTreeMap<Uuid, usize> = BTreeMap::new();
+    let mut out: Vec<Candidate> = Vec::with_capacity(cands.len());
+    for c in cands {
+        match by_id.get(&c.event.id) {
+            Some(&i) => {
+                let merged = out[i].sources.merge(c.sources);
+                out[i].sources = merged;
+                out[i].superseded |= c.superseded;
+                if out[i].view.is_none() {
+                    out[i].view.clone_from(&c.view);
+                }
+                if out[i].embedding.is_none() {
+                    out[i].embedding.clone_from(&c.embedding);
+                }
+            }
+            None => {
+                by_id.insert(c.event.id, out.len());
+                out.push(c.clone());
+            }
+        }
+    }
+    out
+}
+
+fn retrieval_block(req: &PackRequest, in_tail: &[Uuid], counter: &dyn TokenCounter) -> (Retrieval, Vec<Decision>) {
+    let budget = req.budgets.retrieval;
+    let p = &req.params;
+    let cands = dedupe(&req.candidates);
+    let parts = score_all(&cands, &req.task, &p.weights, p.half_life_ms);
+    let mut decisions: Vec<Decision> = cands
+        .iter()
+        .zip(&parts)
+        .map(|(c, s)| Decision {
+            event_id: c.event.id,
+            session_id: c.event.session_id,
+            seq: c.event.seq,
+            kind: c.event.kind.as_str().to_owned(),
+            sources: c.sources,
+            parts: *s,
+            mmr_rank: None,
+            outcome: Outcome::Excluded(Exclusion::NotSelected),
+        })
+        .collect();
+    // Rank: score, then newer, then id — a total order, so ties never depend on input order.
+    let mut order: Vec<usize> = (0..cands.len()).collect();
+    order.sort_by(|&a, &b| {
+        parts[b]
+            .score
+            .total_cmp(&parts[a].score)
+            .then(cands[b].event.time_ms.cmp(&cands[a].event.time_ms))
+            .then(cands[a].event.id.cmp(&cands[b].event.id))
+    });
+    let mut eligible: Vec<usize> = Vec::new();
+    for &i in &order {
+        let reason = if parts[i].score <= 0.0 {
+            Some(Exclusion::ZeroScore)
+        } else if in_tail.contains(&cands[i].event.id) {
+            Some(Exclusion::InTail)
+        } else if eligible.len() >= p.max_candidates {
+            Some(Exclusion::BelowCut)
+        } else {
+            None
+        };
+        match reason {
+            Some(r) => decisions[i].outcome = Outcome::Excluded(r),
+            None => eligible.push(i),
+        }
+    }
+    let sketches: HashMap<usize, Sketch> = eligible.iter().map(|&i| (i, Sketch::of(&cands[i].event.content))).collect();
+    let mmr_items: Vec<MmrItem<'_>> = eligible
+        .iter()
+        .map(|i| MmrItem { score: parts[*i].score, sketch: &sketches[i], embedding: cands[*i].embedding.as_deref() })
+        .collect();
+    let local_order: Vec<usize> = (0..eligible.len()).collect();
+    let picked = mmr_select(&mmr_items, &local_order, p.max_items, p.lambda);
+
+    let mut aliases = SessionAliases::starting_with(req.session_id);
+    let mut r =
+        Retrieval { text: String::new(), items: vec![], parts: vec![], decision_of: vec![], legend: aliases.legend() };
+    let header_tokens = counter.count(RETRIEVAL_HEADER);
+    let mut legend_tokens = counter.count(&r.legend) + 1;
+    let mut used = header_tokens + legend_tokens;
+    let item_cap = ((budget as f64 * p.item_share) as usize).max(256);
+    let mut group_used: BTreeMap<QuotaGroup, usize> = BTreeMap::new();
+    for (rank, &local) in picked.iter().enumerate() {
+        let i = eligible[local];
+        decisions[i].mmr_rank = Some(rank);
+        let c = &cands[i];
+        let group = ItemType::of(&c.event.kind).quota_group();
+        let quota = (budget as f64 * p.quotas.share(group)) as usize;
+        let quota_left = quota.saturating_sub(group_used.get(&group).copied().unwrap_or(0));
+        let alias = aliases.alias(c.event.session_id);
+        let new_legend = aliases.legend();
+        let legend_growth =
+            if new_legend != r.legend { (counter.count(&new_legend) + 1).saturating_sub(legend_tokens) } else { 0 };
+        let remaining = budget.saturating_sub(used + legend_growth + 1);
+        let cap = item_cap.min(remaining).min(quota_left);
+        let rendered = render_item(&alias, &c.event, c.view.as_ref(), &req.terms, cap, counter);
+        match rendered {
+            Some(item) => {
+                used += item.tokens + 1 + legend_growth;
+                if legend_growth > 0 {
+                    legend_tokens += legend_growth;
+                    r.legend = new_legend;
+                }
+                *group_used.entry(group).or_insert(0) += item.tokens;
+                decisions[i].outcome = Outcome::Included { tokens: item.tokens, excerpt: item.excerpt };
+                r.items.push(item_of(
+                    BlockKind::Retrieval,
+                    &c.event,
+                    c.view.as_ref(),
+                    item.tokens,
+                    item.excerpt,
+                    Some(parts[i].score),
+                ));
+                r.parts.push(item.text);
+                r.decision_of.push(i);
+            }
+            None => {
+                // Undo an alias taken for an item that did not make it.
+                aliases = alias_set(req.session_id, &r.items);
+                decisions[i].outcome = Outcome::Excluded(if quota_left < item_cap.min(remaining) {
+                    Exclusion::Quota { group, quota }
+                } else {
+                    Exclusion::OverBudget { remaining }
+                });
+            }
+        }
+    }
+    r.assemble();
+    while !r.items.is_empty() && counter.count(&r.text) > budget {
+        r.drop_last(&mut decisions, counter);
+        let a = alias_set(req.session_id, &r.items);
+        if a.legend() != r.legend {
+            r.legend = a.legend();
+            r.assemble();
+        }
+    }
+    (r, decisions)
+}
+
+/// The aliases the given items use, in order of first use after `s1`.
+fn alias_set(first: Uuid, items: &[PackItem]) -> SessionAliases {
+    let mut a = SessionAliases::starting_with(first);
+    for i in items {
+        a.alias(i.session_id);
+    }
+    a
+}

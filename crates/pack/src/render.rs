@@ -1,0 +1,241 @@
+//! Rendering one item in the adaptive-view form under a token cap: whole when it fits, else an
+//! excerpt of the lines that match the query (with their full-view line numbers when known) and
+//! `…` where lines were left out — the way VCC's adaptive view shows a block.
+use memex_pointer::{ContextEvent, ViewBlock, event_header, render_event};
+use memex_tokens::TokenCounter;
+
+/// Displayed lines are cut to this many characters (the store keeps them whole).
+const MAX_LINE_CHARS: usize = 600;
+/// Query terms kept.
+const MAX_TERMS: usize = 48;
+
+const STOPWORDS: &[&str] = &[
+    "the", "and", "for", "that", "this", "with", "was", "were", "are", "you", "your", "from", "what", "which", "when",
+    "where", "who", "how", "did", "does", "had", "has", "have", "not", "but", "all", "any", "can", "its", "our", "out",
+    "into", "than", "then", "them", "they", "there", "their", "been", "about", "after", "before", "over", "under",
+    "again", "just", "also", "each", "some", "such", "only", "other", "more", "most", "very", "will", "would",
+    "should", "could", "may", "might", "must", "shall", "let", "use", "used", "using", "get", "got", "one", "two",
+    "new", "old", "now", "see", "her", "his", "she", "him", "why", "way", "thing", "things", "please", "show", "tell",
+    "give", "find", "earlier", "exact", "exactly", "remember", "recall",
+];
+
+/// The terms a query is made of: lower-cased words of at least three characters, stop words
+/// removed, first occurrence order, at most 48.
+pub fn query_terms(texts: &[&str]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for t in texts {
+        for w in t.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
+            if w.chars().count() < 3 {
+                continue;
+            }
+            let w = w.to_lowercase();
+            if STOPWORDS.contains(&w.as_str()) || out.contains(&w) {
+                continue;
+            }
+            out.push(w);
+            if out.len() == MAX_TERMS {
+                return out;
+            }
+        }
+    }
+    out
+}
+
+/// An item rendered under a cap.
+pub struct Rendered {
+    pub text: String,
+    pub tokens: usize,
+    pub excerpt: bool,
+}
+
+fn cut_line(l: &str) -> String {
+    if l.chars().count() <= MAX_LINE_CHARS {
+        return l.to_owned();
+    }
+    let mut s: String = l.chars().take(MAX_LINE_CHARS - 1).collect();
+    s.push('…');
+    s
+}
+
+/// Renders `event` within `cap` tokens, or `None` if not even its header and one line fit.
+pub fn render_item(
+    alias: &str,
+    event: &ContextEvent,
+    view: Option<&ViewBlock>,
+    terms: &[String],
+    cap: usize,
+    counter: &dyn TokenCounter,
+) -> Option<Rendered> {
+    let whole = render_event(alias, event, view);
+    // Cheap bound first: a token is at least one byte... of most text; count only plausible fits.
+    if whole.len() <= cap.saturating_mul(8) {
+        let tokens = counter.count(&whole);
+        if tokens <= cap {
+            return Some(Rendered { text: whole, tokens, excerpt: false });
+        }
+    }
+    excerpt(alias, event, view, terms, cap, counter)
+}
+
+fn excerpt(
+    alias: &str,
+    event: &ContextEvent,
+    view: Option<&ViewBlock>,
+    terms: &[String],
+    cap: usize,
+    counter: &dyn TokenCounter,
+) -> Option<Rendered> {
+    let header = format!("{} (excerpt)\n", event_header(alias, event, view.map(|v| v.range)));
+    let header_tokens = counter.count(&header);
+    // Lines with their full-view numbers when VCC located the event.
+    let lines: Vec<(Option<u32>, &str)> = match view {
+        Some(v) => v.lines.iter().enumerate().map(|(i, l)| (Some(v.range.first + i as u32), l.as_str())).collect(),
+        None => event.content.lines().map(|l| (None, l)).collect(),
+    };
+    if lines.is_empty() || header_tokens + 4 > cap {
+        return None;
+    }
+    // Rank lines by how many query terms they contain; the head stands in when none match.
+    let mut ranked: Vec<(usize, usize)> = lines
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (_, l))| {
+            let low = l.to_lowercase();
+            let hits = terms.iter().filter(|t| low.contains(t.as_str())).count();
+            (hits > 0).then_some((hits, i))
+        })
+        .collect();
+    ranked.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let seeds: Vec<usize> =
+        if ranked.is_empty() { (0..lines.len()).collect() } else { ranked.iter().map(|r| r.1).collect() };
+    let show = |n: Option<u32>, l: &str| match n {
+        Some(n) => format!("{n}: {}\n", cut_line(l)),
+        None => format!("{}\n", cut_line(l)),
+    };
+    let mut chosen: Vec<usize> = Vec::new();
+    let mut used = header_tokens + 1; // + a gap marker
+    'seeds: for seed in seeds {
+        let around =
+            if ranked.is_empty() { seed..=seed } else { seed.saturating_sub(1)..=(seed + 1).min(lines.len() - 1) };
+        for i in around {
+            if chosen.contains(&i) {
+                continue;
+            }
+            let cost = counter.count(&show(lines[i].0, lines[i].1)) + 1;
+            if used + cost > cap {
+                if chosen.is_empty() {
+                    continue;
+                }
+                break 'seeds;
+            }
+            used += cost;
+            chosen.push(i);
+        }
+    }
+    if chosen.is_empty() {
+        return None;
+    }
+    chosen.sort_unstable();
+    loop {
+        let text = assemble(&header, &lines, &chosen, &show);
+        let tokens = counter.count(&text);
+        if tokens <= cap {
+            return Some(Rendered { text, tokens, excerpt: true });
+        }
+        chosen.pop();
+        if chosen.is_empty() {
+            return None;
+        }
+    }
+}
+
+fn assemble(
+    header: &str,
+    lines: &[(Option<u32>, &str)],
+    chosen: &[usize],
+    show: &dyn Fn(Option<u32>, &str) -> String,
+) -> String {
+    let mut text = header.to_owned();
+    let mut prev: Option<usize> = None;
+    for &i in chosen {
+        let gap = match prev {
+            None => i > 0,
+            Some(p) => i > p + 1,
+        };
+        if gap {
+            text.push_str("…\n");
+        }
+        text.push_str(&show(lines[i].0, lines[i].1));
+        prev = Some(i);
+    }
+    if prev.is_some_and(|p| p + 1 < lines.len()) {
+        text.push_str("…\n");
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memex_event::EventKind;
+    use memex_pointer::{EventFlags, LineRange};
+    use memex_tokens::Tokenizer;
+    use uuid::Uuid;
+
+    fn event(content: &str) -> ContextEvent {
+        ContextEvent {
+            id: Uuid::nil(),
+            session_id: Uuid::nil(),
+            seq: 4,
+            kind: EventKind::ToolResult,
+            tool_name: Some("Bash".into()),
+            content: content.into(),
+            artifact: None,
+            task_id: None,
+            task_state_version: None,
+            time_ms: 0,
+            flags: EventFlags::default(),
+        }
+    }
+
+    #[test]
+    fn terms_drop_stopwords_and_repeats() {
+        assert_eq!(
+            query_terms(&["What was the checksum of the release tarball?", "checksum release ok"]),
+            vec!["checksum", "release", "tarball"]
+        );
+    }
+
+    #[test]
+    fn small_items_are_whole_and_large_ones_excerpted_around_matches() {
+        let t = Tokenizer::O200kBase;
+        let small = render_item("s1", &event("ok\n"), None, &[], 100, &t).expect("fits");
+        assert_eq!(small.text, "(s1@4) [tool_result] Bash\nok\n");
+        assert!(!small.excerpt);
+        let mut content = String::new();
+        for i in 0..400 {
+            content.push_str(&format!("line {i} of filler output\n"));
+        }
+        content.push_str("sha256 9f86d081884c7d65  dist/pkg.tar.gz\n");
+        content.push_str("more filler\n");
+        let terms = query_terms(&["the sha256 of the dist tarball"]);
+        let big = render_item("s1", &event(&content), None, &terms, 60, &t).expect("excerpt");
+        assert!(big.excerpt && big.tokens <= 60);
+        assert_eq!(
+            big.text,
+            "(s1@4) [tool_result] Bash (excerpt)\n…\nline 399 of filler output\nsha256 9f86d081884c7d65  dist/pkg.tar.gz\nmore filler\n"
+        );
+        // With full-view coordinates, excerpt lines carry their numbers.
+        let view = ViewBlock {
+            range: LineRange { first: 100, last: 100 + 401 },
+            lines: content.lines().map(str::to_owned).collect(),
+        };
+        let numbered = render_item("s1", &event(&content), Some(&view), &terms, 60, &t).expect("excerpt");
+        assert!(
+            numbered.text.starts_with("(s1:100-501) [tool_result] Bash (excerpt)\n…\n499: line 399"),
+            "{}",
+            numbered.text
+        );
+        assert!(render_item("s1", &event(&content), None, &terms, 5, &t).is_none());
+    }
+}

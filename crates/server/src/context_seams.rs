@@ -1,0 +1,113 @@
+//! The context engine's seams, answered by the rest of the server: the VCC full view (from the
+//! view cache), candidates from the search index, and compaction's "indexed" check.
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use memex_context::{CandidateSource, ContextError, FullView, IndexStatus, SearchHit, SearchQuery};
+use memex_index::SearchIndex;
+use memex_pointer::{ContextEvent, LineRange, ViewBlock};
+use uuid::Uuid;
+
+use crate::views::Views;
+
+/// Where events sit in their session's current full view, with the lines there.
+pub struct ViewFullView(pub Views);
+
+impl FullView for ViewFullView {
+    fn locate<'a>(
+        &'a self,
+        namespace_id: Uuid,
+        session_id: Uuid,
+        events: &'a [ContextEvent],
+    ) -> BoxFuture<'a, Result<Vec<Option<ViewBlock>>, ContextError>> {
+        Box::pin(async move {
+            let seam = |message: String| ContextError::Seam { seam: "full view", message };
+            let compiled = self.0.compiled(namespace_id, session_id).await.map_err(|s| seam(s.message().to_owned()))?;
+            let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+            let records =
+                self.0.source_lines(namespace_id, &compiled, &seqs).await.map_err(|s| seam(s.message().to_owned()))?;
+            let by_seq: std::collections::HashMap<u64, u32> = records.into_iter().collect();
+            let chains = compiled.trace.chains();
+            Ok(events
+                .iter()
+                .map(|e| {
+                    let lines = compiled.lines_of_record(*by_seq.get(&e.seq)?)?;
+                    // Pointers cite one line space; events of later chains (after a compaction
+                    // inside an imported trace) are cited by seq.
+                    if lines.chain != 1 {
+                        return None;
+                    }
+                    let chain = chains.first()?;
+                    let text = chain.read_lines(memex_vcc::LineRange::new(lines.first_line, lines.last_line));
+                    Some(ViewBlock {
+                        range: LineRange { first: lines.first_line, last: lines.last_line },
+                        lines: text.into_iter().map(|l| l.text).collect(),
+                    })
+                })
+                .collect())
+        })
+    }
+}
+
+/// Hybrid (BM25 + vector) candidates from the search index, one query per pack.
+pub struct IndexSource(pub Arc<SearchIndex>);
+
+impl CandidateSource for IndexSource {
+    fn name(&self) -> &'static str {
+        "index"
+    }
+
+    fn search<'a>(&'a self, q: &'a SearchQuery) -> BoxFuture<'a, Result<Vec<SearchHit>, ContextError>> {
+        Box::pin(async move {
+            if q.text.trim().is_empty() {
+                return Ok(Vec::new());
+            }
+            let mut req = memex_index::SearchRequest::new(q.text.clone(), q.limit.max(1));
+            req.filter.session_ids = q.sessions.clone();
+            // The pack places events in the full view itself.
+            req.with_lines = false;
+            // A pack query (user message + task goals) is long; the vector list needs a model.
+            if self.0.embedder().is_none() {
+                req.vector_weight = 0.0;
+            }
+            let hits = self
+                .0
+                .search(q.namespace_id, &req)
+                .await
+                .map_err(|e| ContextError::Seam { seam: "search index", message: e.to_string() })?
+                .hits;
+            Ok(hits
+                .into_iter()
+                .map(|h| SearchHit {
+                    event_id: h.event_id,
+                    lexical: (h.score.bm25_rank > 0).then_some(h.score.bm25),
+                    vector: (h.score.vector_rank > 0).then_some(h.score.vector),
+                    embedding: None,
+                })
+                .collect())
+        })
+    }
+}
+
+/// Compaction may evict only what the index has: catching the sessions' index up (the same
+/// read-your-writes step every search takes) makes every committed event searchable.
+pub struct IndexCatchUp(pub Arc<SearchIndex>);
+
+impl IndexStatus for IndexCatchUp {
+    fn unindexed<'a>(
+        &'a self,
+        namespace_id: Uuid,
+        events: &'a [(Uuid, u64, Uuid)],
+    ) -> BoxFuture<'a, Result<Vec<Uuid>, ContextError>> {
+        Box::pin(async move {
+            let mut sessions: Vec<Uuid> = events.iter().map(|(s, _, _)| *s).collect();
+            sessions.sort_unstable();
+            sessions.dedup();
+            self.0
+                .catch_up(namespace_id, Some(&sessions))
+                .await
+                .map_err(|e| ContextError::Seam { seam: "search index", message: e.to_string() })?;
+            Ok(Vec::new())
+        })
+    }
+}

@@ -1,0 +1,385 @@
+//! Wire ↔ domain conversions of the context API. Field paths in errors follow the request.
+use memex_context::{BuiltPack, CompactOutcome};
+use memex_pack::{BlockKind, Budgets, Decision, Exclusion, Outcome, PackItem, Role};
+use memex_pointer::{LineRange, SeqRange};
+use memex_proto::v1 as pb;
+use memex_store::{DelegationRow, ManifestRow, ReportRow, TaskStateRow};
+use memex_task::{KeyPointer, Phase, TaskState};
+use memex_tokens::Tokenizer;
+use tonic::Status;
+
+use crate::convert::timestamp;
+use crate::status::parse_uuid;
+
+pub fn tokenizer(field: &str, name: &str) -> Result<Option<Tokenizer>, Status> {
+    if name.is_empty() {
+        return Ok(None);
+    }
+    name.parse()
+        .map(Some)
+        .map_err(|e: memex_tokens::UnknownTokenizer| Status::invalid_argument(format!("{field}: {e}")))
+}
+
+pub fn pointer(field: &str, p: pb::Pointer) -> Result<KeyPointer, Status> {
+    match p.target {
+        Some(pb::pointer::Target::EventId(id)) => Ok(KeyPointer::Event(parse_uuid(&format!("{field}.event_id"), &id)?)),
+        Some(pb::pointer::Target::ArtifactId(a)) => {
+            if a.parse::<memex_event::ArtifactId>().is_err() {
+                return Err(Status::invalid_argument(format!(
+                    "{field}.artifact_id: {a:?} is not an artifact id (blake3:<64 hex>)"
+                )));
+            }
+            Ok(KeyPointer::Artifact(a))
+        }
+        Some(pb::pointer::Target::Span(s)) => {
+            let session_id = parse_uuid(&format!("{field}.span.session_id"), &s.session_id)?;
+            let seqs = SeqRange::new(s.first_seq, s.last_seq).filter(|r| r.first >= 1).ok_or_else(|| {
+                Status::invalid_argument(format!(
+                    "{field}.span: first_seq {} and last_seq {} must satisfy 1 <= first_seq <= last_seq",
+                    s.first_seq, s.last_seq
+                ))
+            })?;
+            Ok(KeyPointer::Span { session_id, seqs })
+        }
+        None => Err(Status::invalid_argument(format!("{field}: set one of event_id, artifact_id, span"))),
+    }
+}
+
+pub fn pointers(field: &str, ps: Vec<pb::Pointer>) -> Result<Vec<KeyPointer>, Status> {
+    ps.into_iter().enumerate().map(|(i, p)| pointer(&format!("{field}[{i}]"), p)).collect()
+}
+
+pub fn pointer_out(p: &KeyPointer) -> pb::Pointer {
+    let target = match p {
+        KeyPointer::Event(id) => pb::pointer::Target::EventId(id.to_string()),
+        KeyPointer::Artifact(a) => pb::pointer::Target::ArtifactId(a.clone()),
+        KeyPointer::Span { session_id, seqs } => pb::pointer::Target::Span(pb::Span {
+            session_id: session_id.to_string(),
+            first_seq: seqs.first,
+            last_seq: seqs.last,
+        }),
+    };
+    pb::Pointer { target: Some(target) }
+}
+
+fn pointers_json(v: &serde_json::Value) -> Vec<pb::Pointer> {
+    serde_json::from_value::<Vec<KeyPointer>>(v.clone()).unwrap_or_default().iter().map(pointer_out).collect()
+}
+
+pub fn phase(field: &str, p: i32) -> Result<Phase, Status> {
+    match pb::Phase::try_from(p) {
+        Ok(pb::Phase::Unspecified | pb::Phase::Planning) => Ok(Phase::Planning),
+        Ok(pb::Phase::Execution) => Ok(Phase::Execution),
+        Ok(pb::Phase::Evaluation) => Ok(Phase::Evaluation),
+        Err(_) => Err(Status::invalid_argument(format!("{field}: {p} is not a phase"))),
+    }
+}
+
+fn phase_out(p: Phase) -> i32 {
+    match p {
+        Phase::Planning => pb::Phase::Planning as i32,
+        Phase::Execution => pb::Phase::Execution as i32,
+        Phase::Evaluation => pb::Phase::Evaluation as i32,
+    }
+}
+
+pub fn task_state(s: pb::TaskState) -> Result<TaskState, Status> {
+    Ok(TaskState {
+        goals: s.goals,
+        constraints: s.constraints,
+        open_loops: s.open_loops,
+        next_actions: s.next_actions,
+        key_pointers: pointers("state.key_pointers", s.key_pointers)?,
+        phase: phase("state.phase", s.phase)?,
+        self_assessment: s.self_assessment,
+        premises: s.premises,
+    })
+}
+
+pub fn task_state_out(s: &TaskState) -> pb::TaskState {
+    pb::TaskState {
+        goals: s.goals.clone(),
+        constraints: s.constraints.clone(),
+        open_loops: s.open_loops.clone(),
+        next_actions: s.next_actions.clone(),
+        key_pointers: s.key_pointers.iter().map(pointer_out).collect(),
+        phase: phase_out(s.phase),
+        self_assessment: s.self_assessment,
+        premises: s.premises.clone(),
+    }
+}
+
+pub fn version_out(ns: &str, row: &TaskStateRow) -> pb::TaskStateVersion {
+    let state: TaskState = serde_json::from_value(row.state.clone()).unwrap_or_default();
+    pb::TaskStateVersion {
+        namespace: ns.to_owned(),
+        task_id: row.task_id.clone(),
+        version: row.version,
+        state: Some(task_state_out(&state)),
+        rendered: row.rendered.clone(),
+        tokens: row.tokens,
+        tokenizer: row.tokenizer.clone(),
+        author: row.author.clone().unwrap_or_default(),
+        created_at: Some(timestamp(row.created_at)),
+    }
+}
+
+fn lines(l: Option<LineRange>) -> Option<pb::LineRange> {
+    l.map(|l| pb::LineRange { first: l.first, last: l.last })
+}
+
+pub fn manifest_out(row: &ManifestRow) -> Result<pb::PointerManifest, Status> {
+    let m = memex_context::parse_manifest(row).map_err(|e| crate::status::context_status(&e))?;
+    Ok(pb::PointerManifest {
+        id: m.id.to_string(),
+        session_id: m.session_id.to_string(),
+        task_state_version: m.task_state_version.unwrap_or(0),
+        spans: m
+            .spans
+            .iter()
+            .map(|s| pb::EvictedSpan {
+                first_seq: s.seqs.first,
+                last_seq: s.seqs.last,
+                first_event_id: s.first_event_id.to_string(),
+                last_event_id: s.last_event_id.to_string(),
+                lines: lines(s.lines),
+            })
+            .collect(),
+        evicted_events: m.evicted_events,
+        evicted_tokens: m.evicted_tokens,
+        anchors: m
+            .anchors
+            .iter()
+            .map(|a| pb::Anchor {
+                event_id: a.event_id.to_string(),
+                seq: a.seq,
+                kind: a.kind.as_str().to_owned(),
+                lines: lines(a.lines),
+                label: a.label.clone(),
+            })
+            .collect(),
+        artifacts: m.artifacts.iter().map(|a| pb::ManifestArtifact { id: a.id.clone(), size: a.size }).collect(),
+        hints: Some(pb::ManifestHints {
+            files: m.hints.files.clone(),
+            identifiers: m.hints.identifiers.clone(),
+            errors: m.hints.errors.clone(),
+            tools: m.hints.tools.clone(),
+        }),
+        absorbed_manifest_ids: m.absorbed.iter().map(ToString::to_string).collect(),
+        rendered: row.rendered.clone(),
+        tokens: row.tokens,
+        tokenizer: row.tokenizer.clone(),
+        window_version: row.window_version,
+        created_at: Some(timestamp(row.created_at)),
+    })
+}
+
+pub fn compact_out(o: &CompactOutcome) -> Result<pb::CompactResponse, Status> {
+    let n = |x: usize| u32::try_from(x).unwrap_or(u32::MAX);
+    Ok(pb::CompactResponse {
+        compacted: o.compacted,
+        manifest: o.manifest.as_ref().map(manifest_out).transpose()?,
+        evicted_event_ids: o.evicted.iter().map(ToString::to_string).collect(),
+        tokens_before: n(o.tokens_before),
+        tokens_after: n(o.tokens_after),
+        target: n(o.target),
+        fits: o.fits,
+        window_version: o.window_version,
+        index_check: o.index_check.to_owned(),
+    })
+}
+
+pub fn budgets(b: Option<pb::Budgets>, defaults: Budgets) -> Budgets {
+    let Some(b) = b else { return defaults };
+    let or = |v: Option<u32>, d: usize| v.map_or(d, |x| x as usize);
+    Budgets {
+        context: or(b.context, defaults.context),
+        system: or(b.system, defaults.system),
+        task_state: or(b.task_state, defaults.task_state),
+        tail: or(b.tail, defaults.tail),
+        retrieval: or(b.retrieval, defaults.retrieval),
+        user: or(b.user, defaults.user),
+        headroom: or(b.headroom, defaults.headroom),
+    }
+}
+
+fn budgets_out(b: &Budgets) -> pb::Budgets {
+    let n = |x: usize| Some(u32::try_from(x).unwrap_or(u32::MAX));
+    pb::Budgets {
+        context: n(b.context),
+        system: n(b.system),
+        task_state: n(b.task_state),
+        tail: n(b.tail),
+        retrieval: n(b.retrieval),
+        user: n(b.user),
+        headroom: n(b.headroom),
+    }
+}
+
+pub fn role(field: &str, r: i32) -> Result<Option<Role>, Status> {
+    match pb::Role::try_from(r) {
+        Ok(pb::Role::Unspecified) => Ok(None),
+        Ok(pb::Role::Solo) => Ok(Some(Role::Solo)),
+        Ok(pb::Role::Planner) => Ok(Some(Role::Planner)),
+        Ok(pb::Role::Executor) => Ok(Some(Role::Executor)),
+        Err(_) => Err(Status::invalid_argument(format!("{field}: {r} is not a role"))),
+    }
+}
+
+fn role_out(r: Role) -> i32 {
+    match r {
+        Role::Solo => pb::Role::Solo as i32,
+        Role::Planner => pb::Role::Planner as i32,
+        Role::Executor => pb::Role::Executor as i32,
+    }
+}
+
+fn block_name(b: BlockKind) -> &'static str {
+    match b {
+        BlockKind::System => "system",
+        BlockKind::TaskState => "task_state",
+        BlockKind::Retrieval => "retrieval",
+        BlockKind::Tail => "tail",
+        BlockKind::User => "user",
+    }
+}
+
+fn item_out(i: &PackItem) -> pb::PackItem {
+    pb::PackItem {
+        block: block_name(i.block).to_owned(),
+        event_id: i.event_id.to_string(),
+        session_id: i.session_id.to_string(),
+        seq: i.seq,
+        kind: i.kind.clone(),
+        tool_name: i.tool_name.clone().unwrap_or_default(),
+        lines: lines(i.lines),
+        tokens: i.tokens as u32,
+        excerpt: i.excerpt,
+        score: i.score.unwrap_or(0.0),
+    }
+}
+
+fn decision_out(d: &Decision) -> pb::CandidateDecision {
+    let p = &d.parts;
+    let (included, tokens, excerpt, reason, detail) = match &d.outcome {
+        Outcome::Included { tokens, excerpt } => (true, *tokens as u32, *excerpt, String::new(), String::new()),
+        Outcome::Excluded(x) => {
+            let reason = match x {
+                Exclusion::ZeroScore => "zero_score",
+                Exclusion::InTail => "in_tail",
+                Exclusion::BelowCut => "below_cut",
+                Exclusion::NotSelected => "not_selected",
+                Exclusion::Quota { .. } => "quota",
+                Exclusion::OverBudget { .. } => "over_budget",
+            };
+            let detail = match x {
+                Exclusion::Quota { .. } | Exclusion::OverBudget { .. } => serde_json::to_value(x)
+                    .map(|mut v| {
+                        if let Some(o) = v.as_object_mut() {
+                            o.remove("reason");
+                        }
+                        v.to_string()
+                    })
+                    .unwrap_or_default(),
+                _ => String::new(),
+            };
+            (false, 0, false, reason.to_owned(), detail)
+        }
+    };
+    pb::CandidateDecision {
+        event_id: d.event_id.to_string(),
+        session_id: d.session_id.to_string(),
+        seq: d.seq,
+        kind: d.kind.clone(),
+        sources: Some(pb::CandidateSources {
+            lexical: d.sources.lexical,
+            vector: d.sources.vector,
+            pointer: d.sources.pointer,
+            pinned: d.sources.pinned,
+            anchor: d.sources.anchor,
+        }),
+        parts: Some(pb::PackScoreParts {
+            lexical: p.lexical,
+            vector: p.vector,
+            recency: p.recency,
+            prior: p.prior,
+            base: p.base,
+            task_binding: p.task_binding,
+            superseded: p.superseded,
+            premise: p.premise,
+            phase: p.phase,
+            role: p.role,
+            self_assessment: p.self_assessment,
+            constraint_floor: p.constraint_floor,
+            modifier: p.modifier,
+            score: p.score,
+        }),
+        mmr_rank: d.mmr_rank.map(|r| r as u32),
+        included,
+        tokens,
+        excerpt,
+        reason,
+        detail_json: detail,
+    }
+}
+
+pub fn pack_out(ns: &str, b: &BuiltPack) -> pb::Pack {
+    let p = &b.pack;
+    pb::Pack {
+        pack_id: b.id.to_string(),
+        namespace: ns.to_owned(),
+        session_id: b.session_id.to_string(),
+        task_id: b.task_id.clone().unwrap_or_default(),
+        task_state_version: b.task_state_version.unwrap_or(0),
+        tokenizer: b.tokenizer.name().to_owned(),
+        role: role_out(b.role),
+        text: p.text.clone(),
+        tokens: p.tokens as u32,
+        budgets: Some(budgets_out(&p.budgets)),
+        blocks: p
+            .blocks
+            .iter()
+            .map(|bl| pb::PackBlock {
+                kind: block_name(bl.kind).to_owned(),
+                text: bl.text.clone(),
+                tokens: bl.tokens as u32,
+                budget: bl.budget as u32,
+            })
+            .collect(),
+        items: p.items.iter().map(item_out).collect(),
+        decisions: p.decisions.iter().map(decision_out).collect(),
+        created_at: Some(timestamp(b.created_at)),
+    }
+}
+
+pub fn delegation_out(ns: &str, d: &DelegationRow, state: &TaskStateRow) -> pb::Delegation {
+    pb::Delegation {
+        namespace: ns.to_owned(),
+        task_id: d.task_id.clone(),
+        parent_task_id: d.parent_task_id.clone(),
+        objective: d.objective.clone(),
+        constraints: d.constraints.clone(),
+        acceptance_criteria: d.acceptance.clone(),
+        pointers: pointers_json(&d.pointers),
+        plan_node_ref: d.plan_node_ref.clone().unwrap_or_default(),
+        delegated_by_session_id: d.delegated_by.map(|s| s.to_string()).unwrap_or_default(),
+        created_at: Some(timestamp(d.created_at)),
+        task_state: Some(version_out(ns, state)),
+    }
+}
+
+pub fn report_out(ns: &str, r: &ReportRow) -> pb::TaskReport {
+    pb::TaskReport {
+        namespace: ns.to_owned(),
+        report_id: r.id.to_string(),
+        seq: r.seq,
+        task_id: r.task_id.clone(),
+        parent_task_id: r.parent_task_id.clone().unwrap_or_default(),
+        session_id: r.session_id.to_string(),
+        event_id: r.event_id.to_string(),
+        status: r.status.clone(),
+        summary: r.summary.clone(),
+        pointers: pointers_json(&r.pointers),
+        created_at: Some(timestamp(r.created_at)),
+    }
+}

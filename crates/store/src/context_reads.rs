@@ -1,0 +1,246 @@
+//! Reads the context engine needs: a session's newest events, its standing items, events behind
+//! key pointers, supersession. Every query is scoped by namespace.
+use uuid::Uuid;
+
+use crate::task_state::TaskStateRow;
+
+use crate::read::{EVENT_SELECT, EventRow, event_from_row};
+use crate::{Event, Result, Store, StoreError};
+
+impl Store {
+    /// A session's events with seq < `before` (all when None), newest first, at most `limit`.
+    pub async fn events_newest_first(
+        &self,
+        namespace_id: Uuid,
+        session_id: Uuid,
+        before: Option<u64>,
+        limit: u32,
+    ) -> Result<Vec<Event>> {
+        let sql = format!(
+            "{EVENT_SELECT} WHERE e.session_id = $1 AND e.namespace_id = $2 AND e.seq < $3 ORDER BY e.seq DESC LIMIT $4"
+        );
+        let rows: Vec<EventRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(session_id)
+            .bind(namespace_id)
+            .bind(before.map_or(i64::MAX, |b| b as i64))
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().map(event_from_row).collect())
+    }
+
+    /// Standing items of these sessions — decisions, constraints, reports, pinned events and
+    /// events that supersede another; with `system`, system events only — newest first, at most
+    /// `limit`.
+    pub async fn standing_events(
+        &self,
+        namespace_id: Uuid,
+        sessions: &[Uuid],
+        system: bool,
+        limit: u32,
+    ) -> Result<Vec<Event>> {
+        // The first condition is the partial index's predicate, verbatim, so the index is used.
+        let sql = format!(
+            "{EVENT_SELECT} WHERE e.session_id = ANY($1) AND e.namespace_id = $2
+               AND (e.kind IN ('decision', 'constraint', 'report', 'system')
+                    OR (e.metadata ->> 'pin') = 'true' OR e.metadata ? 'supersedes')
+               AND ((e.kind = 'system') = $3)
+             ORDER BY e.session_id, e.seq DESC LIMIT $4"
+        );
+        let rows: Vec<EventRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(sessions)
+            .bind(namespace_id)
+            .bind(system)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().map(event_from_row).collect())
+    }
+
+    /// Events of these sessions whose output is the artifact `artifact_id` (raw 32-byte hash),
+    /// in session and seq order.
+    pub async fn events_with_artifact(
+        &self,
+        namespace_id: Uuid,
+        sessions: &[Uuid],
+        artifact_id: &[u8],
+        limit: u32,
+    ) -> Result<Vec<Event>> {
+        let sql = format!(
+            "{EVENT_SELECT} WHERE e.session_id = ANY($1) AND e.namespace_id = $2 AND e.artifact_id = $3
+             ORDER BY e.session_id, e.seq LIMIT $4"
+        );
+        let rows: Vec<EventRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(sessions)
+            .bind(namespace_id)
+            .bind(artifact_id)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().map(event_from_row).collect())
+    }
+
+    /// The sessions of these tasks: (session id, task id).
+    pub async fn task_sessions(&self, namespace_id: Uuid, tasks: &[String]) -> Result<Vec<(Uuid, String)>> {
+        let rows: Vec<(Uuid, String)> = sqlx::query_as(
+            "SELECT id, task_id FROM sessions WHERE namespace_id = $1 AND task_id = ANY($2) ORDER BY created_at, id",
+        )
+        .bind(namespace_id)
+        .bind(tasks)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows)
+    }
+
+    /// The task of each of these sessions (sessions without one are left out).
+    pub async fn session_tasks(&self, namespace_id: Uuid, sessions: &[Uuid]) -> Result<Vec<(Uuid, String)>> {
+        let rows: Vec<(Uuid, String)> = sqlx::query_as(
+            "SELECT id, task_id FROM sessions WHERE namespace_id = $1 AND id = ANY($2) AND task_id IS NOT NULL",
+        )
+        .bind(namespace_id)
+        .bind(sessions)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows)
+    }
+
+    /// Which of `ids` are events of the namespace.
+    pub async fn existing_events(&self, namespace_id: Uuid, ids: &[Uuid]) -> Result<Vec<Uuid>> {
+        let rows: Vec<(Uuid,)> = sqlx::query_as("SELECT id FROM events WHERE id = ANY($1) AND namespace_id = $2")
+            .bind(ids)
+            .bind(namespace_id)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().map(|(id,)| id).collect())
+    }
+
+    /// True when the namespace holds the artifact (without reading its bytes).
+    pub async fn artifact_exists(&self, namespace_id: Uuid, id: &memex_event::ArtifactId) -> Result<bool> {
+        let (exists,): (bool,) =
+            sqlx::query_as("SELECT EXISTS (SELECT 1 FROM artifacts WHERE namespace_id = $1 AND id = $2)")
+                .bind(namespace_id)
+                .bind(&id.as_bytes()[..])
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(exists)
+    }
+
+    /// The tool names of these calls, by (session, tool-call id): a tool result names only its
+    /// call, and is shown with the call's tool.
+    pub async fn tool_names(
+        &self,
+        namespace_id: Uuid,
+        calls: &[(Uuid, String)],
+    ) -> Result<Vec<(Uuid, String, String)>> {
+        if calls.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sessions: Vec<Uuid> = calls.iter().map(|(s, _)| *s).collect();
+        let ids: Vec<&str> = calls.iter().map(|(_, c)| c.as_str()).collect();
+        let rows: Vec<(Uuid, String, String)> = sqlx::query_as(
+            "SELECT DISTINCT ON (e.session_id, e.tool_call_id) e.session_id, e.tool_call_id, e.tool_name
+             FROM UNNEST($1::uuid[], $2::text[]) AS c (session_id, tool_call_id)
+             JOIN events e ON e.session_id = c.session_id AND e.tool_call_id = c.tool_call_id AND e.kind = 'tool_call'
+             WHERE e.namespace_id = $3 AND e.tool_name IS NOT NULL
+             ORDER BY e.session_id, e.tool_call_id, e.seq",
+        )
+        .bind(&sessions)
+        .bind(&ids)
+        .bind(namespace_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows)
+    }
+
+    /// Everything a pack needs to know about its session and task, in one round trip: the
+    /// session's task, the task's current state, the task it was delegated from, the tasks it
+    /// delegated, and the sessions of all of them. `task` overrides the session's task.
+    pub async fn pack_context(&self, namespace_id: Uuid, session_id: Uuid, task: Option<&str>) -> Result<PackContext> {
+        type Row = (
+            Option<String>,
+            Option<String>,
+            Option<i64>,
+            Option<serde_json::Value>,
+            Option<String>,
+            Option<i32>,
+            Option<String>,
+            Option<String>,
+            Option<chrono::DateTime<chrono::Utc>>,
+            Option<String>,
+            Vec<String>,
+            Vec<Uuid>,
+            Vec<String>,
+        );
+        let row: Option<Row> = sqlx::query_as(
+            "WITH s AS (
+                 SELECT task_id AS session_task, COALESCE($3, task_id) AS task FROM sessions
+                 WHERE id = $1 AND namespace_id = $2
+             ), st AS (
+                 SELECT ts.* FROM task_states ts JOIN task_heads h USING (namespace_id, task_id, version), s
+                 WHERE ts.namespace_id = $2 AND ts.task_id = s.task
+             ), p AS (
+                 SELECT d.parent_task_id FROM delegations d, s WHERE d.namespace_id = $2 AND d.task_id = s.task
+             ), c AS (
+                 SELECT COALESCE(array_agg(d.task_id ORDER BY d.created_at, d.task_id), '{}') AS children
+                 FROM delegations d, s WHERE d.namespace_id = $2 AND d.parent_task_id = s.task
+             ), sc AS (
+                 SELECT COALESCE(array_agg(x.id ORDER BY x.created_at, x.id), '{}') AS ids,
+                        COALESCE(array_agg(x.task_id ORDER BY x.created_at, x.id), '{}') AS tasks
+                 FROM sessions x, s
+                 WHERE x.namespace_id = $2 AND x.task_id IS NOT NULL
+                   AND x.task_id = ANY(ARRAY[s.task] || (SELECT children FROM c) || ARRAY(SELECT parent_task_id FROM p))
+             )
+             SELECT s.session_task, s.task, st.version, st.state, st.rendered, st.tokens, st.tokenizer, st.author,
+                    st.created_at, (SELECT parent_task_id FROM p), (SELECT children FROM c), sc.ids, sc.tasks
+             FROM s LEFT JOIN st ON true, sc",
+        )
+        .bind(session_id)
+        .bind(namespace_id)
+        .bind(task)
+        .fetch_optional(&self.pool)
+        .await?;
+        let r = row.ok_or(StoreError::SessionNotFound(session_id))?;
+        let state = match (r.1.clone(), r.2, r.3, r.4, r.5, r.6, r.8) {
+            (
+                Some(task_id),
+                Some(version),
+                Some(state),
+                Some(rendered),
+                Some(tokens),
+                Some(tokenizer),
+                Some(created_at),
+            ) => Some(TaskStateRow {
+                task_id,
+                version: version as u64,
+                state,
+                rendered,
+                tokens: tokens.max(0) as u32,
+                tokenizer,
+                author: r.7,
+                created_at,
+            }),
+            _ => None,
+        };
+        Ok(PackContext {
+            session_task: r.0,
+            task_id: r.1,
+            state,
+            parent: r.9,
+            children: r.10,
+            sessions: r.11.into_iter().zip(r.12).collect(),
+        })
+    }
+}
+
+/// See [`Store::pack_context`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct PackContext {
+    pub session_task: Option<String>,
+    /// The task the pack is for (the requested one, else the session's).
+    pub task_id: Option<String>,
+    pub state: Option<TaskStateRow>,
+    pub parent: Option<String>,
+    pub children: Vec<String>,
+    /// Sessions of the task, its parent and its children: (session, task).
+    pub sessions: Vec<(Uuid, String)>,
+}

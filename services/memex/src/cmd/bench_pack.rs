@@ -1,0 +1,329 @@
+//! `memex bench pack`: BuildPack latency under an open-loop load — W agent workers, each asking
+//! for a pack R times per second on schedule (not after the previous answer), over a namespace of
+//! M events made of real trajectories. Latency is measured from each request's scheduled time, so
+//! queueing counts. Reports p50/p90/p99, where the time goes (per BuildPack phase), optionally
+//! the saturation point (the rate at which p99 passes 100 ms); last line JSON.
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use memex_proto::v1 as pb;
+use serde_json::json;
+
+use super::client::Conn;
+use super::serve::ConfigArgs;
+use super::traces::{TraceEvent, read_trajectories};
+
+#[derive(clap::Args, Debug)]
+pub struct PackArgs {
+    /// Agent workers, each on its own session.
+    #[arg(long, default_value_t = 128)]
+    pub workers: usize,
+    /// Packs per second each worker asks for.
+    #[arg(long, default_value_t = 2.0)]
+    pub rate: f64,
+    /// Events in the namespace (built from the trajectories once, then reused).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub events: u64,
+    /// Seconds measured (after the warm-up).
+    #[arg(long, default_value_t = 20.0)]
+    pub seconds: f64,
+    #[arg(long, default_value_t = 3.0)]
+    pub warmup: f64,
+    /// Also find the saturation point: raise the rate step by step until p99 passes 100 ms.
+    #[arg(long)]
+    pub saturation: bool,
+    /// Seconds per saturation step.
+    #[arg(long, default_value_t = 10.0)]
+    pub step_seconds: f64,
+    /// The agent-traces folder (or its .jsonl.gz file).
+    #[arg(long, default_value = "../shared/bench-data/agent-traces")]
+    pub traces: PathBuf,
+    /// Namespace of the corpus (default: bench-pack-<events>); reused when it already holds it.
+    #[arg(long)]
+    pub namespace: Option<String>,
+    /// Retrieval budget of each pack (tokens); the other budgets are the server's defaults.
+    #[arg(long, default_value_t = 4096)]
+    pub retrieval: u32,
+    #[command(flatten)]
+    pub config: ConfigArgs,
+}
+
+const QUERIES: &[&str] = &[
+    "What did the last test run print?",
+    "Which files have we edited so far, and why?",
+    "What error did we hit when importing the module?",
+    "What was the traceback of the failing reproduction script?",
+    "Which function did we decide to change?",
+    "What does the issue ask us to fix?",
+    "What did grep find for the function name?",
+    "Did the patch apply cleanly?",
+];
+
+pub async fn run(args: PackArgs) -> anyhow::Result<()> {
+    let namespace = args.namespace.clone().unwrap_or_else(|| format!("bench-pack-{}", args.events));
+    let (conn, _server, store) = super::bench::start_server_in(&args.config, Some(&namespace)).await?;
+    let sessions = ensure_corpus(&args, &conn, &store).await?;
+    anyhow::ensure!(sessions.len() >= args.workers, "the corpus has {} sessions, fewer than --workers", sessions.len());
+    let sessions = Arc::new(sessions);
+    println!(
+        "pack: {} workers x {} packs/s = {} packs/s over {} events (namespace {namespace}); sources: {}",
+        args.workers,
+        args.rate,
+        args.workers as f64 * args.rate,
+        args.events,
+        source_names(&args.config)?,
+    );
+    // Warm-up (caches, connections), not measured.
+    phase(&args, &conn, &sessions, args.rate, args.warmup).await?;
+    let (packs_before, phases_before) = memex_context::pack_phase_totals();
+    let main = phase(&args, &conn, &sessions, args.rate, args.seconds).await?;
+    let (packs_after, phases_after) = memex_context::pack_phase_totals();
+    println!("{}", main.line(args.workers as f64 * args.rate));
+    let packs = (packs_after - packs_before).max(1);
+    let mut breakdown = serde_json::Map::new();
+    println!("  where the time goes (mean per pack, server side):");
+    for ((name, after), (_, before)) in phases_after.iter().zip(&phases_before) {
+        let ms = (*after - *before).as_secs_f64() * 1000.0 / packs as f64;
+        println!("    {name:<48} {ms:>7.3} ms");
+        breakdown.insert((*name).to_owned(), json!(round(ms)));
+    }
+    let mut saturation = serde_json::Value::Null;
+    if args.saturation {
+        let mut steps = Vec::new();
+        let mut rate = args.rate;
+        let mut passed = None;
+        for _ in 0..10 {
+            rate *= 1.5;
+            let r = phase(&args, &conn, &sessions, rate, args.step_seconds).await?;
+            println!("  saturation step: {}", r.line(args.workers as f64 * rate));
+            let over = r.p99_ms > 100.0;
+            steps.push(json!({"offered_per_sec": round(args.workers as f64 * rate), "achieved_per_sec": round(r.achieved), "p50_ms": round(r.p50_ms), "p99_ms": round(r.p99_ms), "errors": r.errors}));
+            if over {
+                passed = Some(args.workers as f64 * rate);
+                break;
+            }
+        }
+        match passed {
+            Some(r) => println!("  saturation: p99 passes 100 ms at {r:.0} packs/s offered"),
+            None => println!("  saturation: p99 stayed under 100 ms at every step"),
+        }
+        saturation = json!({"p99_over_100ms_at_per_sec": passed.map(round), "steps": steps});
+    }
+    let summary = json!({
+        "bench": "pack",
+        "workers": args.workers, "rate_per_worker": args.rate, "offered_per_sec": args.workers as f64 * args.rate,
+        "events": args.events, "seconds": args.seconds, "retrieval_budget": args.retrieval,
+        "packs": main.count, "errors": main.errors, "achieved_per_sec": round(main.achieved),
+        "p50_ms": round(main.p50_ms), "p90_ms": round(main.p90_ms), "p99_ms": round(main.p99_ms), "max_ms": round(main.max_ms),
+        "phases_ms": breakdown,
+        "saturation": saturation,
+    });
+    println!("{summary}");
+    Ok(())
+}
+
+fn round(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn source_names(config: &ConfigArgs) -> anyhow::Result<String> {
+    let _ = config;
+    Ok("store only (task pointers, standing items, manifest anchors) — no search layer plugged in".to_owned())
+}
+
+struct PhaseResult {
+    count: u64,
+    errors: u64,
+    achieved: f64,
+    p50_ms: f64,
+    p90_ms: f64,
+    p99_ms: f64,
+    max_ms: f64,
+}
+
+impl PhaseResult {
+    fn line(&self, offered: f64) -> String {
+        format!(
+            "{} packs ({} errors), offered {offered:.0}/s, achieved {:.0}/s; latency p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            self.count, self.errors, self.achieved, self.p50_ms, self.p90_ms, self.p99_ms, self.max_ms
+        )
+    }
+}
+
+/// One open-loop phase at `rate` packs/s per worker for `seconds`.
+async fn phase(
+    args: &PackArgs,
+    conn: &Conn,
+    sessions: &Arc<Vec<String>>,
+    rate: f64,
+    seconds: f64,
+) -> anyhow::Result<PhaseResult> {
+    let hist = Arc::new(Mutex::new(hdrhistogram::Histogram::<u64>::new_with_bounds(1, 120_000_000, 3)?));
+    let errors = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    // A few HTTP/2 connections shared by the workers, as agents behind a few gateways would.
+    let mut clients = Vec::new();
+    for _ in 0..8 {
+        clients.push(super::bench::context_clients(conn).await?.0);
+    }
+    let start = Instant::now() + Duration::from_millis(50);
+    let end = start + Duration::from_secs_f64(seconds);
+    let interval = Duration::from_secs_f64(1.0 / rate);
+    let mut workers = Vec::new();
+    for w in 0..args.workers {
+        let mut client = clients[w % clients.len()].clone();
+        let (hist, errors, sessions) = (hist.clone(), errors.clone(), sessions.clone());
+        let (ns, retrieval) = (conn.namespace.clone(), args.retrieval);
+        let offset = interval.mul_f64(w as f64 / args.workers as f64);
+        workers.push(tokio::spawn(async move {
+            let mut k: u32 = 0;
+            let mut inflight = Vec::new();
+            loop {
+                let scheduled = start + offset + interval * k;
+                if scheduled >= end {
+                    break;
+                }
+                tokio::time::sleep_until(scheduled.into()).await;
+                let req = pb::BuildPackRequest {
+                    namespace: ns.clone(),
+                    session_id: sessions[w].clone(),
+                    user_message: QUERIES[(w + k as usize) % QUERIES.len()].into(),
+                    budgets: Some(pb::Budgets { retrieval: Some(retrieval), ..Default::default() }),
+                    ..Default::default()
+                };
+                let (mut c, hist, errors) = (client.clone(), hist.clone(), errors.clone());
+                inflight.push(tokio::spawn(async move {
+                    match c.build_pack(req).await {
+                        Ok(_) => {
+                            let us = scheduled.elapsed().as_micros().max(1) as u64;
+                            if let Ok(mut h) = hist.lock() {
+                                let _ = h.record(us);
+                            }
+                        }
+                        Err(e) => {
+                            if errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0 {
+                                eprintln!("pack error: {e}");
+                            }
+                        }
+                    }
+                }));
+                k += 1;
+            }
+            for t in inflight {
+                let _ = t.await;
+            }
+            let _ = &mut client;
+        }));
+    }
+    for w in workers {
+        w.await?;
+    }
+    let elapsed = start.elapsed().as_secs_f64().max(seconds);
+    let h = hist.lock().map_err(|_| anyhow::anyhow!("histogram lock poisoned"))?;
+    let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+    Ok(PhaseResult {
+        count: h.len(),
+        errors: errors.load(std::sync::atomic::Ordering::Relaxed),
+        achieved: h.len() as f64 / elapsed,
+        p50_ms: ms(0.5),
+        p90_ms: ms(0.9),
+        p99_ms: ms(0.99),
+        max_ms: h.max() as f64 / 1000.0,
+    })
+}
+
+/// The corpus: sessions of replayed trajectories (each with a task and a task state) until the
+/// namespace holds `--events` events. Reused when already there. Returns the session ids.
+async fn ensure_corpus(args: &PackArgs, conn: &Conn, store: &memex_store::Store) -> anyhow::Result<Vec<String>> {
+    let ns = store.namespace(&conn.namespace).await?;
+    let (have,): (i64,) = sqlx::query_as("SELECT count(*) FROM events WHERE namespace_id = $1")
+        .bind(ns.id)
+        .fetch_one(store.pool())
+        .await?;
+    if (have as u64) < args.events {
+        build_corpus(args, conn, have as u64).await?;
+    }
+    let rows: Vec<(uuid::Uuid,)> = sqlx::query_as(
+        "SELECT id FROM sessions WHERE namespace_id = $1 AND agent_id LIKE 'packbench-%' ORDER BY created_at LIMIT $2",
+    )
+    .bind(ns.id)
+    .bind(args.workers as i64 * 4)
+    .fetch_all(store.pool())
+    .await?;
+    Ok(rows.into_iter().map(|(id,)| id.to_string()).collect())
+}
+
+async fn build_corpus(args: &PackArgs, conn: &Conn, mut have: u64) -> anyhow::Result<()> {
+    let trajectories = Arc::new(read_trajectories(&args.traces, 0, usize::MAX)?);
+    anyhow::ensure!(!trajectories.is_empty(), "no trajectories in {}", args.traces.display());
+    let clients = conn.connect().await?;
+    let (_, tasks) = super::bench::context_clients(conn).await?;
+    let started = Instant::now();
+    let target = args.events;
+    let mut replay = have / 60_000 + 1;
+    println!("pack: building the corpus: {have} events present, {target} wanted");
+    while have < target {
+        let mut handles = Vec::new();
+        for chunk in 0..4usize {
+            let (trajectories, mut sessions, mut events, mut tasks) =
+                (trajectories.clone(), clients.sessions.clone(), clients.events.clone(), tasks.clone());
+            let ns = conn.namespace.clone();
+            handles.push(tokio::spawn(async move {
+                let mut appended = 0u64;
+                for (i, t) in trajectories.iter().enumerate().filter(|(i, _)| i % 4 == chunk) {
+                    let task = format!("pb-{replay}-{i}");
+                    let session = sessions
+                        .create_session(pb::CreateSessionRequest {
+                            namespace: ns.clone(),
+                            agent_id: format!("packbench-{replay}-{i}"),
+                            task_id: task.clone(),
+                            ..Default::default()
+                        })
+                        .await?
+                        .into_inner()
+                        .id;
+                    let goal = t
+                        .events
+                        .iter()
+                        .find(|e| e.kind == "user_message")
+                        .and_then(|e| e.content.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with('<')))
+                        .unwrap_or("resolve the issue")
+                        .chars()
+                        .take(300)
+                        .collect::<String>();
+                    tasks
+                        .update_task_state(pb::UpdateTaskStateRequest {
+                            namespace: ns.clone(),
+                            task_id: task,
+                            state: Some(pb::TaskState {
+                                goals: vec![goal],
+                                phase: pb::Phase::Execution as i32,
+                                ..Default::default()
+                            }),
+                            ..Default::default()
+                        })
+                        .await?;
+                    let inputs: Vec<pb::EventInput> = t.events.iter().map(TraceEvent::input).collect();
+                    appended += inputs.len() as u64;
+                    events
+                        .append_events(pb::AppendEventsRequest {
+                            namespace: ns.clone(),
+                            session_id: session,
+                            events: inputs,
+                            idempotency_key: String::new(),
+                        })
+                        .await
+                        .context("append")?;
+                }
+                anyhow::Ok(appended)
+            }));
+        }
+        for h in handles {
+            have += h.await??;
+        }
+        println!("pack: corpus at {have} events ({:.0} s)", started.elapsed().as_secs_f64());
+        replay += 1;
+    }
+    Ok(())
+}

@@ -1,0 +1,187 @@
+//! Retrieval packs over gRPC: blocks within budgets, provenance, decisions, replay.
+use memex_proto::v1 as pb;
+use memex_tests::server_or_skip;
+use memex_tokens::Tokenizer;
+
+use crate::compaction::agent_loop;
+use crate::task_state::state;
+use crate::{Fixture, assert_status, ev, fixture};
+
+pub fn budgets(retrieval: u32, tail: u32) -> pb::Budgets {
+    pb::Budgets {
+        context: Some(16_000),
+        system: Some(500),
+        task_state: Some(800),
+        tail: Some(tail),
+        retrieval: Some(retrieval),
+        user: Some(500),
+        headroom: Some(2_000),
+    }
+}
+
+impl Fixture {
+    pub async fn pack(&mut self, session: &str, message: &str, b: pb::Budgets) -> Result<pb::Pack, tonic::Status> {
+        self.c
+            .context
+            .build_pack(pb::BuildPackRequest {
+                namespace: self.ns.clone(),
+                session_id: session.into(),
+                user_message: message.into(),
+                system_prompt: "Answer from evidence; cite pointers.".into(),
+                budgets: Some(b),
+                ..Default::default()
+            })
+            .await
+            .map(|r| r.into_inner())
+    }
+}
+
+/// Checks the budget invariant on a pack as the wire carries it.
+pub fn assert_within_budget(p: &pb::Pack) {
+    let t: Tokenizer = p.tokenizer.parse().unwrap();
+    assert_eq!(p.tokens as usize, t.count(&p.text));
+    let b = p.budgets.as_ref().unwrap();
+    assert!(p.tokens + b.headroom.unwrap() <= b.context.unwrap(), "{} + {:?} > {:?}", p.tokens, b.headroom, b.context);
+    for block in &p.blocks {
+        assert_eq!(block.tokens as usize, t.count(&block.text));
+        assert!(block.tokens <= block.budget, "{}: {} > {}", block.kind, block.tokens, block.budget);
+    }
+}
+
+#[tokio::test]
+async fn a_pack_is_task_conditioned_bounded_recorded_and_replayable() {
+    let srv = server_or_skip!();
+    let mut f = fixture(&srv, "pk").await;
+    let s = f.task_session("fix", "exec").await;
+    let first = f.append_to(&s, vec![ev("note", "the release checksum is in dist/SHA256SUMS")], "").await;
+    let mut st = state("fix separability_matrix");
+    st.key_pointers = vec![pb::Pointer { target: Some(pb::pointer::Target::EventId(first.event_ids[0].clone())) }];
+    f.put_state("fix", 0, st).await.unwrap();
+    f.append_to(&s, agent_loop(3), "").await;
+    let mut pinned = ev("note", "pinned: the CI runs on python 3.9 only");
+    pinned.metadata_json = r#"{"pin": true}"#.into();
+    let old_goal = f.append_to(&s, vec![ev("decision", "use approach A for _cstack"), pinned], "").await;
+    let mut newer = ev("decision", "use approach B for _cstack (A breaks nesting)");
+    newer.metadata_json = format!(r#"{{"supersedes": "{}"}}"#, old_goal.event_ids[0]);
+    f.append_to(&s, vec![ev("constraint", "never edit files under astropy/extern"), newer], "").await;
+    // Another task's decision, in another session: not this pack's business.
+    let other = f.task_session("other", "exec2").await;
+    f.append_to(&other, vec![ev("decision", "unrelated: bump numpy")], "").await;
+
+    let p = f.pack(&s, "what approach did we settle on for _cstack?", budgets(1500, 1200)).await.unwrap();
+    assert_within_budget(&p);
+    assert_eq!((p.task_id.as_str(), p.task_state_version, p.tokenizer.as_str()), ("fix", 1, "o200k_base"));
+    assert!(
+        p.text.starts_with("## system\nAnswer from evidence; cite pointers.\nYou are a coding agent.\n"),
+        "{}",
+        p.text
+    );
+    assert!(p.text.contains("## task state fix v1 · phase execution"));
+    assert!(p.text.ends_with("## user\nwhat approach did we settle on for _cstack?\n"));
+    let kinds: Vec<&str> = p.blocks.iter().map(|b| b.kind.as_str()).collect();
+    assert_eq!(kinds, vec!["system", "task_state", "retrieval", "tail", "user"]);
+    // Every candidate has a decision; the reasons are the packer's.
+    let d = |content_seq: u64| p.decisions.iter().find(|d| d.seq == content_seq && d.session_id == s).cloned();
+    let pointer = d(1).expect("the key pointer is a candidate");
+    assert!(pointer.sources.as_ref().unwrap().pointer);
+    let constraint = p.decisions.iter().find(|d| d.kind == "constraint").expect("constraint");
+    assert!(constraint.parts.as_ref().unwrap().modifier >= 3.0);
+    assert!(p.decisions.iter().any(|d| d.sources.as_ref().unwrap().pinned && d.kind == "note"));
+    let superseded = p.decisions.iter().find(|d| d.event_id == old_goal.event_ids[0]).expect("old decision");
+    assert_eq!(superseded.parts.as_ref().unwrap().superseded, 0.1);
+    assert!(p.decisions.iter().all(|d| d.session_id != other), "another task's session is out of scope");
+    for d in &p.decisions {
+        assert!(d.included || !d.reason.is_empty(), "{d:?}");
+    }
+    // Provenance: every item names a stored event of the session, tail items in seq order.
+    let events = f.events_of(&s).await;
+    for item in &p.items {
+        let e = events.iter().find(|e| e.id == item.event_id).expect("item names a stored event");
+        assert_eq!((e.seq, e.kind.as_str()), (item.seq, item.kind.as_str()));
+        assert!(p.text.contains(&format!("(s1@{}) [{}]", item.seq, item.kind)), "{item:?}");
+    }
+    let tail: Vec<u64> = p.items.iter().filter(|i| i.block == "tail").map(|i| i.seq).collect();
+    assert!(
+        !tail.is_empty() && tail.windows(2).all(|w| w[0] < w[1]) && *tail.last().unwrap() == events.last().unwrap().seq
+    );
+    assert!(p.text.contains(&format!("sessions: s1={s}")));
+
+    // Stored exactly: GetPack replays it.
+    let again =
+        f.c.context
+            .get_pack(pb::GetPackRequest { namespace: "pk".into(), pack_id: p.pack_id.clone() })
+            .await
+            .unwrap()
+            .into_inner();
+    assert_eq!(again, p);
+
+    // The same inputs give the same pack.
+    let p2 = f.pack(&s, "what approach did we settle on for _cstack?", budgets(1500, 1200)).await.unwrap();
+    assert_eq!((p2.text.as_str(), &p2.items, &p2.decisions), (p.text.as_str(), &p.items, &p.decisions));
+    assert_ne!(p2.pack_id, p.pack_id);
+
+    // cl100k_base is selectable.
+    let c =
+        f.c.context
+            .build_pack(pb::BuildPackRequest {
+                namespace: "pk".into(),
+                session_id: s.clone(),
+                user_message: "status?".into(),
+                tokenizer: "cl100k_base".into(),
+                budgets: Some(budgets(800, 800)),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+    assert_eq!(c.tokenizer, "cl100k_base");
+    assert_within_budget(&c);
+}
+
+#[tokio::test]
+async fn compaction_anchors_and_manifests_reach_the_pack() {
+    let srv = server_or_skip!();
+    let mut f = fixture(&srv, "pkc").await;
+    let s = f.session.clone();
+    f.append_to(&s, agent_loop(8), "").await;
+    let r = f.compact(&s, 6000, 1000).await.unwrap();
+    let m = r.manifest.unwrap();
+    let p = f.pack(&s, "what was the import error?", budgets(2000, 3000)).await.unwrap();
+    assert_within_budget(&p);
+    let anchor =
+        p.decisions.iter().find(|d| d.sources.as_ref().unwrap().anchor).expect("a manifest anchor is a candidate");
+    assert!(anchor.included, "{anchor:?}");
+    assert!(p.text.contains("ModuleNotFoundError: No module named 'erfa'"));
+    // The window's manifest stands in the tail where the evicted events were.
+    let tail = p.blocks.iter().find(|b| b.kind == "tail").unwrap();
+    assert!(tail.text.contains(&m.rendered) || !tail.text.contains("[pointer manifest"), "{}", tail.text);
+}
+
+#[tokio::test]
+async fn pack_requests_are_checked() {
+    let srv = server_or_skip!();
+    let mut f = fixture(&srv, "pkbad").await;
+    let s = f.session.clone();
+    let mut b = budgets(1000, 1000);
+    b.context = Some(3000);
+    assert_status(f.pack(&s, "hi", b).await, tonic::Code::InvalidArgument, "budgets: system 500");
+    assert_status(
+        f.pack(&s, &"word ".repeat(2000), budgets(1000, 1000)).await,
+        tonic::Code::InvalidArgument,
+        "user_message",
+    );
+    assert_status(
+        f.pack(&uuid::Uuid::now_v7().to_string(), "hi", budgets(1000, 1000)).await,
+        tonic::Code::NotFound,
+        "session_id",
+    );
+    let r =
+        f.c.context
+            .get_pack(pb::GetPackRequest { namespace: "pkbad".into(), pack_id: uuid::Uuid::now_v7().to_string() })
+            .await;
+    assert_status(r, tonic::Code::NotFound, "pack_id");
+    // An empty session still gets a pack (system prompt and user message).
+    let p = f.pack(&s, "hello", budgets(1000, 1000)).await.unwrap();
+    assert_within_budget(&p);
+    assert!(p.decisions.is_empty() && p.items.is_empty());
+}
