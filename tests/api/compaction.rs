@@ -110,7 +110,7 @@ async fn compaction_evicts_tool_output_first_and_loses_nothing() {
     let r = f.compact(&s, 6000, 1000).await.unwrap();
     assert!(r.compacted && r.fits, "{r:?}");
     assert!(r.tokens_after <= r.target && r.target == 5000, "{r:?}");
-    assert_eq!(r.index_check, "persisted (no search index plugged in)");
+    assert_eq!(r.index_check, "persisted and indexed");
     let m = r.manifest.clone().unwrap();
     assert_eq!(m.task_state_version, 1);
     assert!(m.tokens <= 200, "{}", m.tokens);

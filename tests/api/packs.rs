@@ -98,7 +98,9 @@ async fn a_pack_is_task_conditioned_bounded_recorded_and_replayable() {
     for item in &p.items {
         let e = events.iter().find(|e| e.id == item.event_id).expect("item names a stored event");
         assert_eq!((e.seq, e.kind.as_str()), (item.seq, item.kind.as_str()));
-        assert!(p.text.contains(&format!("(s1@{}) [{}]", item.seq, item.kind)), "{item:?}");
+        // The full view is plugged in: items cite their full-view lines.
+        let l = item.lines.as_ref().unwrap_or_else(|| panic!("{item:?} has full-view lines"));
+        assert!(p.text.contains(&format!("(s1:{}-{}) [{}]", l.first, l.last, item.kind)), "{item:?}");
     }
     let tail: Vec<u64> = p.items.iter().filter(|i| i.block == "tail").map(|i| i.seq).collect();
     assert!(
