@@ -65,6 +65,23 @@ pub fn result(id: &str, content: &str) -> pb::EventInput {
 }
 
 impl Fixture {
+    /// A session's events with their full-view lines (`GetEvents` with `with_lines`).
+    pub async fn events_with_lines(&self, session: &str) -> Vec<pb::Event> {
+        self.c
+            .events
+            .clone()
+            .get_events(pb::GetEventsRequest {
+                namespace: self.ns.clone(),
+                session_id: session.to_owned(),
+                with_lines: true,
+                ..Default::default()
+            })
+            .await
+            .expect("GetEvents with lines")
+            .into_inner()
+            .events
+    }
+
     pub fn append_req(&self, events: Vec<pb::EventInput>, key: &str) -> pb::AppendEventsRequest {
         pb::AppendEventsRequest {
             namespace: self.ns.clone(),

@@ -36,19 +36,7 @@ async fn a_write_is_found_by_the_next_search_with_provenance() {
     assert_eq!((top.session_id.as_str(), top.seq), (f.session.as_str(), 3));
     assert_eq!((top.kind.as_str(), top.role.as_str(), top.agent_id.as_str()), ("tool_result", "tool", "agent-1"));
     // The hit's full-view lines are the event's own (GetEvents with_lines), looked up at query time.
-    let events =
-        f.c.events
-            .clone()
-            .get_events(pb::GetEventsRequest {
-                namespace: f.ns.clone(),
-                session_id: f.session.clone(),
-                with_lines: true,
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .events;
+    let events = f.events_with_lines(&f.session).await;
     let lines = events[2].lines.expect("the result has lines");
     assert!(top.first_line > 0, "{top:?}");
     assert_eq!((top.first_line, top.last_line), (u64::from(lines.first_line), u64::from(lines.last_line)));

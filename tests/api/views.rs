@@ -118,18 +118,7 @@ async fn an_imported_trace_serves_the_same_bytes_as_memex_view() {
     assert_eq!(again, full);
 
     // Every imported event with lines points at lines that hold its text (record granularity).
-    let events =
-        f.c.events
-            .get_events(pb::GetEventsRequest {
-                namespace: f.ns.clone(),
-                session_id: session.id.clone(),
-                with_lines: true,
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .events;
+    let events = f.events_with_lines(&session.id).await;
     let full_text = String::from_utf8(full.clone()).unwrap();
     let full_lines: Vec<&str> = full_text.split('\n').collect();
     let mut checked = 0;
@@ -266,18 +255,7 @@ async fn appended_events_have_a_view_whose_earlier_lines_never_change() {
     // The reference joins lines with "\n", so the trailing newline ends an empty last line.
     assert_eq!(lines.full_lines as usize, std::str::from_utf8(&v2).unwrap().split('\n').count());
     // Each event knows its lines: the result's range holds its body.
-    let with_lines =
-        f.c.events
-            .get_events(pb::GetEventsRequest {
-                namespace: f.ns.clone(),
-                session_id: f.session.clone(),
-                with_lines: true,
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .events;
+    let with_lines = f.events_with_lines(&f.session).await;
     let result_lines = with_lines[2].lines.unwrap();
     assert!(result_lines.first_line <= n && n <= result_lines.last_line, "{result_lines:?} should hold line {n}");
     let mut previous_end = 0;

@@ -24,19 +24,7 @@ fn pointers(text: &str) -> Vec<(u32, u32)> {
 }
 
 async fn lines_of(f: &crate::Fixture, seq: u64) -> pb::FullViewLines {
-    let events =
-        f.c.events
-            .clone()
-            .get_events(pb::GetEventsRequest {
-                namespace: f.ns.clone(),
-                session_id: f.session.clone(),
-                with_lines: true,
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .events;
+    let events = f.events_with_lines(&f.session).await;
     events.iter().find(|e| e.seq == seq).and_then(|e| e.lines).expect("the event has lines")
 }
 
