@@ -3,7 +3,7 @@ use memex_proto::v1 as pb;
 use memex_tests::server_or_skip;
 use memex_tokens::Tokenizer;
 
-use crate::compaction::agent_loop;
+use crate::compaction::{agent_loop, call, output};
 use crate::task_state::state;
 use crate::{Fixture, assert_status, ev, fixture};
 
@@ -157,6 +157,35 @@ async fn compaction_anchors_and_manifests_reach_the_pack() {
     // The window's manifest stands in the tail where the evicted events were.
     let tail = p.blocks.iter().find(|b| b.kind == "tail").unwrap();
     assert!(tail.text.contains(&m.rendered) || !tail.text.contains("[pointer manifest"), "{}", tail.text);
+}
+
+/// With no search index plugged in, the pack's store scan finds an evicted tool result by what
+/// its call and the reasoning before it said (the query never names the result's text).
+#[tokio::test]
+async fn the_store_scan_finds_an_evicted_result_by_its_context() {
+    let srv = server_or_skip!();
+    let mut f = fixture(&srv, "pks").await;
+    let s = f.session.clone();
+    let hash = "3f786850e387550fdab836ed7e6dc881de23001b58d2b6f1a3b3c6f2b1e0d9a7";
+    f.append_to(
+        &s,
+        vec![
+            ev("assistant_message", "Before changing anything, record the checksum of the release tarball."),
+            call("k1", "sha256sum dist/astropy-4.3.1.tar.gz"),
+            output("k1", &format!("{hash}  dist/astropy-4.3.1.tar.gz")),
+        ],
+        "",
+    )
+    .await;
+    f.append_to(&s, agent_loop(8), "").await;
+    f.compact(&s, 6000, 1000).await.unwrap();
+    let p =
+        f.pack(&s, "Which checksum did sha256sum print for the release tarball?", budgets(2000, 1000)).await.unwrap();
+    assert_within_budget(&p);
+    let retrieval = p.blocks.iter().find(|b| b.kind == "retrieval").unwrap();
+    assert!(retrieval.text.contains(hash), "{}", retrieval.text);
+    let found = p.decisions.iter().find(|d| d.seq == 3).expect("the result is a candidate");
+    assert!(found.included && found.sources.as_ref().unwrap().lexical.is_some(), "{found:?}");
 }
 
 #[tokio::test]

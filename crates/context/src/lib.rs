@@ -50,6 +50,9 @@ pub use task::TaskStateUpdate;
 pub use tokens::CachedCounter;
 pub use window::{CompactOutcome, CompactRequest, Expansion, ResidentWindow, parse_manifest};
 
+/// Memory kept for the store scan's word counts.
+const SCAN_CACHE_BYTES: u64 = 256 * 1024 * 1024;
+
 pub type Result<T, E = ContextError> = std::result::Result<T, E>;
 
 /// The engine's settings (the server maps its `[context]` configuration onto this).
@@ -109,6 +112,8 @@ pub struct ContextEngine {
     premises: moka::sync::Cache<(Uuid, String, u64), Arc<Vec<String>>>,
     /// (namespace, session) → the session's task; sessions never change task.
     session_tasks: moka::sync::Cache<(Uuid, Uuid), Option<String>>,
+    /// Event id → its word counts for the store scan; events never change.
+    words: moka::sync::Cache<Uuid, Arc<memex_pack::WordCounts>>,
     /// (session, tool-call id) → the call's tool; calls never change.
     tool_names: moka::sync::Cache<(Uuid, String), String>,
     reports: tokio::sync::broadcast::Sender<(Uuid, u64)>,
@@ -126,6 +131,10 @@ impl ContextEngine {
             premises: moka::sync::Cache::builder().max_capacity(100_000).build(),
             session_tasks: moka::sync::Cache::builder().max_capacity(100_000).build(),
             tool_names: moka::sync::Cache::builder().max_capacity(500_000).build(),
+            words: moka::sync::Cache::builder()
+                .weigher(|_, w: &Arc<memex_pack::WordCounts>| u32::try_from(w.weight()).unwrap_or(u32::MAX))
+                .max_capacity(SCAN_CACHE_BYTES)
+                .build(),
             store,
             cfg: Arc::new(cfg),
             full_view: Arc::new(NoFullView),

@@ -1,12 +1,13 @@
 //! BuildPack (A.2): gather candidates and the agent's window from the store and the search
 //! sources, let `memex-pack` score, select and pack them, store the pack with every decision.
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use memex_event::{ArtifactId, EventKind, FieldError};
 use memex_pack::{
     Budgets, Candidate, PackError, PackRequest, Relation, RetrievalPack, Role, ScanDoc, ScanParams, Sources, TailEntry,
-    TaskContext, bm25_scan, build_pack, query_terms, scan_terms,
+    TaskContext, WordCounts, bm25_scan, build_pack, query_terms, scan_terms,
 };
 use memex_pointer::{ContextEvent, ViewBlock};
 use memex_store::{Event, PackRow, SeqRange as StoreSeqRange, StoreError};
@@ -388,43 +389,65 @@ impl ContextEngine {
     }
 
     /// The store scan: the newest `scan_events` events of each session in scope, scored by BM25
-    /// on their own text and the two events before them (`memex_pack::bm25_scan`).
+    /// on their own words and the words of the two events before them (`memex_pack::bm25_scan`).
+    /// Events never change, so their word counts are kept: a scan reads only (id, seq, kind) of
+    /// the session, the content of events it has not counted yet, and the events it returns.
     async fn scan(&self, namespace_id: Uuid, q: &SearchQuery) -> Result<Vec<(crate::seams::SearchHit, Event)>> {
         let n = self.cfg.scan_events;
         if n == 0 || q.terms.is_empty() || q.limit == 0 {
             return Ok(Vec::new());
         }
-        let reads = q.sessions.iter().map(|s| self.store.events_newest_first(namespace_id, *s, None, n));
+        let reads = q.sessions.iter().map(|s| self.store.event_keys_newest_first(namespace_id, *s, n));
         let sessions = futures::future::try_join_all(reads).await?;
-        let mut events: Vec<Event> = Vec::new();
+        let mut keys: Vec<(Uuid, bool)> = Vec::new();
         let mut contexts: Vec<std::ops::Range<usize>> = Vec::new();
-        for mut session in sessions {
-            session.reverse();
-            let start = events.len();
-            for (i, e) in session.into_iter().enumerate() {
+        for session in sessions {
+            let start = keys.len();
+            for (i, (id, _, kind)) in session.into_iter().rev().enumerate() {
                 contexts.push(start + i.saturating_sub(SCAN_CONTEXT_EVENTS)..start + i);
-                events.push(e);
+                keys.push((id, kind != "system"));
             }
         }
-        let texts: Vec<&str> = events.iter().map(|e| e.content.as_str()).collect();
-        let docs: Vec<ScanDoc<'_>> = events
-            .iter()
-            .zip(&contexts)
-            .map(|(e, r)| ScanDoc { own: &e.content, context: &texts[r.clone()] })
-            .collect();
-        let keep: Vec<bool> = events.iter().map(|e| e.kind != "system").collect();
+        let mut counted: HashMap<Uuid, Arc<WordCounts>> = HashMap::with_capacity(keys.len());
+        let mut missing: Vec<Uuid> = Vec::new();
+        for (id, _) in &keys {
+            match self.words.get(id) {
+                Some(w) => {
+                    counted.insert(*id, w);
+                }
+                None => missing.push(*id),
+            }
+        }
+        for chunk in missing.chunks(500) {
+            for e in self.store.events_by_ids(namespace_id, chunk).await? {
+                let w = Arc::new(WordCounts::of(&e.content));
+                self.words.insert(e.id, w.clone());
+                counted.insert(e.id, w);
+            }
+        }
+        let empty = WordCounts::default();
+        let words: Vec<&WordCounts> =
+            keys.iter().map(|(id, _)| counted.get(id).map_or(&empty, |w| w.as_ref())).collect();
+        let docs: Vec<ScanDoc<'_>> =
+            words.iter().zip(&contexts).map(|(w, r)| ScanDoc { own: w, context: &words[r.clone()] }).collect();
         let terms = scan_terms(&q.terms);
-        let hits = bm25_scan(&docs, &terms, ScanParams::default(), q.limit.saturating_mul(2));
-        let chosen: Vec<(usize, f32)> = hits.into_iter().filter(|(i, _)| keep[*i]).take(q.limit).collect();
-        drop(docs);
-        let mut slots: Vec<Option<Event>> = events.into_iter().map(Some).collect();
-        Ok(chosen
+        let hits: Vec<(usize, f32)> = bm25_scan(&docs, &terms, ScanParams::default(), q.limit.saturating_mul(2))
             .into_iter()
-            .filter_map(|(i, score)| {
-                let e = slots[i].take()?;
+            .filter(|(i, _)| keys[*i].1)
+            .take(q.limit)
+            .collect();
+        let ids: Vec<Uuid> = hits.iter().map(|(i, _)| keys[*i].0).collect();
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let events = self.store.events_by_ids(namespace_id, &ids).await?;
+        Ok(hits
+            .into_iter()
+            .zip(events)
+            .map(|((_, score), e)| {
                 let hit =
                     crate::seams::SearchHit { event_id: e.id, lexical: Some(score), vector: None, embedding: None };
-                Some((hit, e))
+                (hit, e)
             })
             .collect())
     }

@@ -32,7 +32,7 @@ pub use model::{
 };
 pub use pack::build_pack;
 pub use render::{query_terms, render_item};
-pub use scan::{ScanDoc, ScanParams, bm25_scan, scan_terms};
+pub use scan::{ScanDoc, ScanParams, WordCounts, bm25_scan, scan_terms, term_hash};
 pub use score::{
     BaseWeights, CONSTRAINT_FLOOR, M_MAX, SELF_ASSESSMENT, SUPERSEDED, ScoreParts, phase_salience, score_all,
 };

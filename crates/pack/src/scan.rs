@@ -1,10 +1,12 @@
 //! A lexical scan: BM25 over events at hand, each scored on its own text and — at a lower weight —
 //! the text of the events just before it (a tool result is found by what its call and the
 //! reasoning before the call said). It is the context engine's search when no search index is
-//! plugged in; an index answers the same question without reading every event.
-use std::collections::HashMap;
+//! plugged in; an index answers the same question without looking at every event.
+//!
+//! An event's words are counted once ([`WordCounts::of`]; events never change, so the adapter can
+//! keep the counts) and each scan only looks its query terms up in them.
 
-/// Bytes of one text that are scanned (events keep at most an 8 KiB excerpt of a tool output).
+/// Bytes of one text that are counted (events keep at most an 8 KiB excerpt of a tool output).
 const MAX_SCAN_BYTES: usize = 16 * 1024;
 
 /// BM25 parameters of the scan.
@@ -22,11 +24,118 @@ impl Default for ScanParams {
     }
 }
 
-/// One scanned event: its own text and the texts of what came just before it.
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+fn fnv(h: u64, b: u8) -> u64 {
+    (h ^ u64::from(b)).wrapping_mul(FNV_PRIME)
+}
+
+/// The hash a lower-cased word is counted under (64-bit FNV-1a of its UTF-8).
+pub fn term_hash(term: &str) -> u64 {
+    let mut h = FNV_OFFSET;
+    for c in term.chars().flat_map(char::to_lowercase) {
+        let mut b = [0u8; 4];
+        for &x in c.encode_utf8(&mut b).as_bytes() {
+            h = fnv(h, x);
+        }
+    }
+    h
+}
+
+/// The words of one text: the hashes of its lower-cased words (split on anything but letters,
+/// digits and `_`) and of the `_`-separated parts of words that have them, with their counts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WordCounts {
+    /// (hash, count), sorted by hash.
+    words: Vec<(u64, u32)>,
+    /// Words in the text.
+    len: u32,
+}
+
+impl WordCounts {
+    /// Counts the words of `text` (its first 16 KiB).
+    pub fn of(text: &str) -> WordCounts {
+        let mut end = text.len().min(MAX_SCAN_BYTES);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let mut hashes: Vec<u64> = Vec::new();
+        let mut len = 0u32;
+        for word in text[..end].split(|c: char| !(c.is_alphanumeric() || c == '_')) {
+            if word.is_empty() {
+                continue;
+            }
+            len += 1;
+            if word.is_ascii() {
+                let mut h = FNV_OFFSET;
+                let mut part = FNV_OFFSET;
+                let mut part_len = 0usize;
+                let split = word.contains('_');
+                for b in word.bytes() {
+                    let b = b.to_ascii_lowercase();
+                    h = fnv(h, b);
+                    if split {
+                        if b == b'_' {
+                            if part_len > 0 {
+                                hashes.push(part);
+                            }
+                            part = FNV_OFFSET;
+                            part_len = 0;
+                        } else {
+                            part = fnv(part, b);
+                            part_len += 1;
+                        }
+                    }
+                }
+                hashes.push(h);
+                if split && part_len > 0 {
+                    hashes.push(part);
+                }
+            } else {
+                hashes.push(term_hash(word));
+                if word.contains('_') {
+                    hashes.extend(word.split('_').filter(|p| !p.is_empty()).map(term_hash));
+                }
+            }
+        }
+        hashes.sort_unstable();
+        let mut words: Vec<(u64, u32)> = Vec::new();
+        for h in hashes {
+            match words.last_mut() {
+                Some((last, n)) if *last == h => *n += 1,
+                _ => words.push((h, 1)),
+            }
+        }
+        words.shrink_to_fit();
+        WordCounts { words, len }
+    }
+
+    /// How often the word with this [`term_hash`] occurs.
+    pub fn count(&self, hash: u64) -> u32 {
+        self.words.binary_search_by_key(&hash, |(h, _)| *h).map_or(0, |i| self.words[i].1)
+    }
+
+    /// Words in the text.
+    pub fn len(&self) -> u32 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Approximate memory held, in bytes (for cache weights).
+    pub fn weight(&self) -> usize {
+        std::mem::size_of::<Self>() + self.words.len() * std::mem::size_of::<(u64, u32)>()
+    }
+}
+
+/// One scanned event: its own words and the words of what came just before it.
 #[derive(Debug, Clone, Copy)]
 pub struct ScanDoc<'a> {
-    pub own: &'a str,
-    pub context: &'a [&'a str],
+    pub own: &'a WordCounts,
+    pub context: &'a [&'a WordCounts],
 }
 
 /// The query's terms as the scan matches them: each term, and the parts of a term joined by `_`
@@ -49,70 +158,39 @@ pub fn scan_terms(terms: &[String]) -> Vec<String> {
     out
 }
 
-/// Counts of each query term in `text` (and its token count), matching whole words and the
-/// `_`-joined parts of words.
-fn count_terms(text: &str, index: &HashMap<&str, usize>, counts: &mut [f64], weight: f64, buf: &mut String) -> f64 {
-    let text = if text.len() > MAX_SCAN_BYTES {
-        let mut end = MAX_SCAN_BYTES;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        &text[..end]
-    } else {
-        text
-    };
-    let mut len = 0.0;
-    for word in text.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
-        if word.is_empty() {
-            continue;
-        }
-        len += 1.0;
-        buf.clear();
-        buf.extend(word.chars().flat_map(char::to_lowercase));
-        if let Some(&i) = index.get(buf.as_str()) {
-            counts[i] += weight;
-        }
-        if word.contains('_') {
-            for part in buf.split('_') {
-                if let Some(&i) = index.get(part) {
-                    counts[i] += weight;
-                }
-            }
-        }
-    }
-    len * weight
-}
-
 /// BM25 scores of `docs` for `terms` (as [`scan_terms`] gives them): the `limit` best documents
 /// with a positive score, best first, ties by position. Deterministic.
 pub fn bm25_scan(docs: &[ScanDoc<'_>], terms: &[String], params: ScanParams, limit: usize) -> Vec<(usize, f32)> {
     if docs.is_empty() || terms.is_empty() || limit == 0 {
         return Vec::new();
     }
-    let index: HashMap<&str, usize> = terms.iter().enumerate().map(|(i, t)| (t.as_str(), i)).collect();
-    let mut buf = String::new();
-    let mut tf: Vec<Vec<f64>> = Vec::with_capacity(docs.len());
+    let hashes: Vec<u64> = terms.iter().map(|t| term_hash(t)).collect();
+    let w = params.context_weight;
+    let mut tf: Vec<f64> = Vec::with_capacity(docs.len() * hashes.len());
     let mut lens: Vec<f64> = Vec::with_capacity(docs.len());
-    let mut df = vec![0usize; terms.len()];
+    let mut df = vec![0usize; hashes.len()];
     for d in docs {
-        let mut counts = vec![0.0; terms.len()];
-        let mut len = count_terms(d.own, &index, &mut counts, 1.0, &mut buf);
+        let mut len = f64::from(d.own.len());
         for c in d.context {
-            len += count_terms(c, &index, &mut counts, params.context_weight, &mut buf);
+            len += w * f64::from(c.len());
         }
-        for (i, c) in counts.iter().enumerate() {
-            if *c > 0.0 {
+        lens.push(len);
+        for (i, h) in hashes.iter().enumerate() {
+            let mut n = f64::from(d.own.count(*h));
+            for c in d.context {
+                n += w * f64::from(c.count(*h));
+            }
+            if n > 0.0 {
                 df[i] += 1;
             }
+            tf.push(n);
         }
-        tf.push(counts);
-        lens.push(len);
     }
     let n = docs.len() as f64;
     let avg = (lens.iter().sum::<f64>() / n).max(1.0);
     let idf: Vec<f64> = df.iter().map(|&d| (1.0 + (n - d as f64 + 0.5) / (d as f64 + 0.5)).ln()).collect();
     let mut scored: Vec<(usize, f64)> = tf
-        .iter()
+        .chunks(hashes.len())
         .zip(&lens)
         .enumerate()
         .map(|(i, (counts, len))| {
@@ -142,43 +220,53 @@ mod tests {
 
     #[test]
     fn a_result_is_found_by_its_call_and_the_reasoning_before_it() {
-        let thought = "THOUGHT: record the checksum of the release tarball";
-        let call = "sha256sum dist/pkg-1.2.3.tar.gz";
-        let result = "<output>\n9f86d081884c7d65  dist/pkg-1.2.3.tar.gz\n</output>";
-        let other = "<output>\nrunning the test suite for pkg, release notes updated\n</output>";
+        let other = WordCounts::of("<output>\nrunning the test suite for pkg, release notes updated\n</output>");
+        let ls = WordCounts::of("ls");
+        let thought = WordCounts::of("THOUGHT: record the checksum of the release tarball");
+        let call = WordCounts::of("sha256sum dist/pkg-1.2.3.tar.gz");
+        let result = WordCounts::of("<output>\n9f86d081884c7d65  dist/pkg-1.2.3.tar.gz\n</output>");
         let docs = [
-            ScanDoc { own: other, context: &["ls"] },
-            ScanDoc { own: thought, context: &[] },
-            ScanDoc { own: call, context: &[thought] },
-            ScanDoc { own: result, context: &[thought, call] },
+            ScanDoc { own: &other, context: &[&ls] },
+            ScanDoc { own: &thought, context: &[] },
+            ScanDoc { own: &call, context: &[&thought] },
+            ScanDoc { own: &result, context: &[&thought, &call] },
         ];
-        let hits = bm25_scan(
-            &docs,
-            &terms("Which checksum did sha256sum print for the release tarball?"),
-            ScanParams::default(),
-            10,
-        );
-        let ranked: Vec<usize> = hits.iter().map(|h| h.0).collect();
+        let q = terms("Which checksum did sha256sum print for the release tarball?");
+        let ranked: Vec<usize> = bm25_scan(&docs, &q, ScanParams::default(), 10).iter().map(|h| h.0).collect();
         assert!(ranked.contains(&3), "{ranked:?}");
         assert!(ranked.iter().position(|&i| i == 3) < ranked.iter().position(|&i| i == 0));
     }
 
     #[test]
+    fn words_are_counted_case_blind_with_their_parts() {
+        let w = WordCounts::of("Test_Prism_roundtrip failed; test_prism_ROUNDTRIP again. Ünïcode_Wörd");
+        assert_eq!(w.len(), 5);
+        assert_eq!(w.count(term_hash("test_prism_roundtrip")), 2);
+        assert_eq!(w.count(term_hash("prism")), 2);
+        assert_eq!(w.count(term_hash("failed")), 1);
+        assert_eq!(w.count(term_hash("wörd")), 1);
+        assert_eq!(w.count(term_hash("ünïcode_wörd")), 1);
+        assert_eq!(w.count(term_hash("absent")), 0);
+        // Long multi-byte text is cut on a character boundary.
+        assert_eq!(WordCounts::of(&"é".repeat(MAX_SCAN_BYTES)).len(), 1);
+    }
+
+    #[test]
     fn underscore_parts_match_and_scores_are_deterministic() {
         assert_eq!(terms("test_prism_roundtrip"), vec!["test_prism_roundtrip", "test", "prism", "roundtrip"]);
+        let (a, ctx) =
+            (WordCounts::of("./sierra/onyx/settings_0a1b.cfg"), WordCounts::of("find . -name '*.cfg' | grep sierra"));
+        let (b, c) = (WordCounts::of("setup.cfg"), WordCounts::of("nothing here"));
         let docs = [
-            ScanDoc { own: "./sierra/onyx/settings_0a1b.cfg", context: &["find . -name '*.cfg' | grep sierra"] },
-            ScanDoc { own: "setup.cfg", context: &[] },
-            ScanDoc { own: "nothing here", context: &[] },
+            ScanDoc { own: &a, context: &[&ctx] },
+            ScanDoc { own: &b, context: &[] },
+            ScanDoc { own: &c, context: &[] },
         ];
         let q = terms("Which .cfg settings file under sierra did the command report?");
-        let a = bm25_scan(&docs, &q, ScanParams::default(), 10);
-        assert_eq!(a.first().map(|h| h.0), Some(0));
-        assert!(a.iter().all(|h| h.0 != 2), "no match, no hit");
-        assert_eq!(a, bm25_scan(&docs, &q, ScanParams::default(), 10));
+        let hits = bm25_scan(&docs, &q, ScanParams::default(), 10);
+        assert_eq!(hits.first().map(|h| h.0), Some(0));
+        assert!(hits.iter().all(|h| h.0 != 2), "no match, no hit");
+        assert_eq!(hits, bm25_scan(&docs, &q, ScanParams::default(), 10));
         assert!(bm25_scan(&docs, &[], ScanParams::default(), 10).is_empty());
-        // Long multi-byte text is cut on a character boundary.
-        let long = "é".repeat(MAX_SCAN_BYTES);
-        assert!(bm25_scan(&[ScanDoc { own: &long, context: &[] }], &q, ScanParams::default(), 1).is_empty());
     }
 }

@@ -29,6 +29,25 @@ impl Store {
         Ok(rows.into_iter().map(event_from_row).collect())
     }
 
+    /// A session's newest events as (id, seq, kind) only — no content — newest first, at most
+    /// `limit` (what the pack's store scan needs to find the events it has not seen yet).
+    pub async fn event_keys_newest_first(
+        &self,
+        namespace_id: Uuid,
+        session_id: Uuid,
+        limit: u32,
+    ) -> Result<Vec<(Uuid, u64, String)>> {
+        let rows: Vec<(Uuid, i64, String)> = sqlx::query_as(
+            "SELECT id, seq, kind FROM events WHERE session_id = $1 AND namespace_id = $2 ORDER BY seq DESC LIMIT $3",
+        )
+        .bind(session_id)
+        .bind(namespace_id)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(|(id, seq, kind)| (id, seq as u64, kind)).collect())
+    }
+
     /// Standing items of these sessions — decisions, constraints, reports, pinned events and
     /// events that supersede another; with `system`, system events only — newest first, at most
     /// `limit`.
