@@ -185,6 +185,37 @@ async fn the_worker_never_blocks_ingest_applies_backpressure_and_reports_progres
     worker.stop().await;
 }
 
+/// A job that waits longer than the lease (slow model, full queue) must not be claimed and embedded
+/// a second time by the same worker.
+#[tokio::test]
+async fn a_slow_model_embeds_each_event_once() {
+    let srv = server_or_skip!();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let embedder: Arc<dyn Embedder> = Arc::new(Gated { inner: tiny("slow", 8), gate: gate.clone() });
+    let opts = WorkerOptions {
+        batch_size: 4,
+        events_per_job: 5,
+        queue_capacity: 2,
+        poll_interval: Duration::from_millis(20),
+        lease: Duration::from_secs(1),
+        ..WorkerOptions::default()
+    };
+    let worker = EmbeddingWorker::start(srv.store.clone(), embedder.clone(), opts).await.unwrap();
+    let mut total = 0;
+    for s in 0..3 {
+        let mut f = fixture(&srv, "slow").await;
+        f.append((0..12).map(|i| ev("note", &format!("deploy cache {s} {i}"))).collect()).await.unwrap();
+        total += 12;
+    }
+    // Every claim's lease runs out while the gate is closed.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    gate.add_permits(10_000);
+    assert!(worker.wait_idle(Duration::from_secs(60)).await.unwrap(), "{:?}", worker.progress());
+    let p = worker.progress();
+    assert_eq!(p.embedded_events, total, "each event embedded once: {p:?}");
+    worker.stop().await;
+}
+
 #[tokio::test]
 async fn a_model_change_re_embeds_and_search_uses_only_the_current_model() {
     let srv = server_or_skip!();

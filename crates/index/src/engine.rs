@@ -246,22 +246,44 @@ impl SearchIndex {
         if req.bm25_weight > 0.0 {
             let terms = query_terms(&req.query);
             let context_weight = req.context_weight;
+            // With BM25 alone (no vectors, so no MMR either) the fused order is the BM25 order, and
+            // the first `limit` events are all it needs: a top-k that small is what lets block-WAND
+            // skip most of the postings of common terms.
+            let vectors_used = self.embedder.is_some() && req.vector_weight > 0.0;
+            let smoothing = req.neighbor_weight > 0.0 || req.session_weight > 0.0;
+            let want = if vectors_used || smoothing { req.candidates } else { req.limit };
             let chunks = {
                 let idx = idx.clone();
                 let filter = req.filter.clone();
-                let n = req.candidates.saturating_mul(3);
-                tokio::task::spawn_blocking(move || idx.search(&terms, &filter, n, context_weight))
-                    .await
-                    .map_err(|e| IndexError::Task(e.to_string()))??
+                tokio::task::spawn_blocking(move || {
+                    // Three chunks per event is plenty for most texts; ask again for more when the
+                    // chunks returned name too few events.
+                    let mut n = want.saturating_mul(3);
+                    loop {
+                        let chunks = idx.search(&terms, &filter, n, context_weight)?;
+                        let events: std::collections::HashSet<Uuid> = chunks.iter().map(|c| c.event_id).collect();
+                        if events.len() >= want || chunks.len() < n || n >= MAX_CANDIDATES * 48 {
+                            break Ok::<_, IndexError>(chunks);
+                        }
+                        n = n.saturating_mul(4);
+                    }
+                })
+                .await
+                .map_err(|e| IndexError::Task(e.to_string()))??
             };
+            let take = if smoothing { usize::MAX } else { req.candidates };
             for c in chunks {
-                if bm25_items.len() >= req.candidates {
+                if bm25_items.len() >= take {
                     break;
                 }
                 if let std::collections::hash_map::Entry::Vacant(v) = best_chunk.entry(c.event_id) {
                     bm25_items.push((c.event_id, c.score));
                     v.insert(c);
                 }
+            }
+            if req.neighbor_weight > 0.0 || req.session_weight > 0.0 {
+                smooth_neighbors(&mut bm25_items, &best_chunk, req.neighbor_weight, req.session_weight);
+                bm25_items.truncate(req.candidates);
             }
         }
 
@@ -370,6 +392,41 @@ impl SearchIndex {
     }
 }
 
+/// Adds to each event's score `neighbor` times the scores of its session neighbours (seq ± 1) that
+/// are in the list, and `session` times the best score of another event of its session in the list;
+/// then re-sorts (ties keep the list's order).
+fn smooth_neighbors(items: &mut [(Uuid, f32)], chunks: &HashMap<Uuid, ChunkHit>, neighbor: f32, session: f32) {
+    let by_pos: HashMap<(Uuid, u64), f32> =
+        items.iter().filter_map(|(id, score)| chunks.get(id).map(|c| ((c.session, c.seq), *score))).collect();
+    // The two best scores of each session, to find the best *other* event of a session.
+    let mut best2: HashMap<Uuid, (f32, f32)> = HashMap::new();
+    for ((sess, _), score) in &by_pos {
+        let b = best2.entry(*sess).or_insert((0.0, 0.0));
+        if *score > b.0 {
+            *b = (*score, b.0);
+        } else if *score > b.1 {
+            b.1 = *score;
+        }
+    }
+    let mut smoothed: Vec<(usize, Uuid, f32)> = items
+        .iter()
+        .enumerate()
+        .map(|(i, (id, score))| {
+            let extra = chunks.get(id).map_or(0.0, |c| {
+                let at = |seq: Option<u64>| seq.and_then(|s| by_pos.get(&(c.session, s))).copied().unwrap_or(0.0);
+                let near = at(c.seq.checked_sub(1)) + at(c.seq.checked_add(1));
+                let other = best2.get(&c.session).map_or(0.0, |b| if *score >= b.0 { b.1 } else { b.0 });
+                neighbor * near + session * other
+            });
+            (i, *id, score + extra)
+        })
+        .collect();
+    smoothed.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)));
+    for (slot, (_, id, score)) in items.iter_mut().zip(smoothed) {
+        *slot = (id, score);
+    }
+}
+
 fn validate(req: &SearchRequest) -> Result<(), IndexError> {
     let bad = |field: &str, msg: String| Err(IndexError::Invalid(FieldError::new(field, msg)));
     if req.query.trim().is_empty() {
@@ -389,6 +446,12 @@ fn validate(req: &SearchRequest) -> Result<(), IndexError> {
     if req.bm25_weight == 0.0 && req.vector_weight == 0.0 {
         return bad("bm25_weight", "bm25_weight and vector_weight cannot both be 0".into());
     }
+    if !req.session_weight.is_finite() || req.session_weight < 0.0 {
+        return bad("session_weight", format!("must be a finite number >= 0, got {}", req.session_weight));
+    }
+    if !req.neighbor_weight.is_finite() || req.neighbor_weight < 0.0 {
+        return bad("neighbor_weight", format!("must be a finite number >= 0, got {}", req.neighbor_weight));
+    }
     if !req.context_weight.is_finite() || req.context_weight < 0.0 {
         return bad("context_weight", format!("must be a finite number >= 0, got {}", req.context_weight));
     }
@@ -406,4 +469,42 @@ fn validate(req: &SearchRequest) -> Result<(), IndexError> {
         return bad("filter.time_to", "is before filter.time_from".into());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hit(session: Uuid, seq: u64, n: u128) -> (Uuid, ChunkHit) {
+        let id = Uuid::from_u128(n);
+        let addr = tantivy::DocAddress::new(0, n as u32);
+        (id, ChunkHit { addr, score: 0.0, doc_key: 0, event_id: id, session, seq })
+    }
+
+    #[test]
+    fn smoothing_lifts_events_whose_neighbours_and_session_match() {
+        let (s1, s2) = (Uuid::from_u128(100), Uuid::from_u128(200));
+        let hits = [hit(s1, 5, 1), hit(s2, 1, 2), hit(s2, 2, 3), hit(s1, 9, 4)];
+        let chunks: HashMap<Uuid, ChunkHit> = hits.iter().cloned().collect();
+        let ids: Vec<Uuid> = hits.iter().map(|h| h.0).collect();
+        let base = vec![(ids[0], 10.0), (ids[1], 9.0), (ids[2], 8.0), (ids[3], 1.0)];
+
+        let mut off = base.clone();
+        smooth_neighbors(&mut off, &chunks, 0.0, 0.0);
+        assert_eq!(off, base, "weights 0 change nothing");
+
+        // Neighbours: events 2 and 3 are seq 1 and 2 of one session; each gains half the other.
+        let mut near = base.clone();
+        smooth_neighbors(&mut near, &chunks, 0.5, 0.0);
+        assert_eq!(near.iter().map(|x| x.0).collect::<Vec<_>>(), vec![ids[1], ids[2], ids[0], ids[3]]);
+        assert_eq!(near[0].1, 13.0);
+        assert_eq!(near[1].1, 12.5);
+
+        // Session: event 4 (seq 9, not adjacent) gains from event 1, the best other hit of s1.
+        let mut sess = base.clone();
+        smooth_neighbors(&mut sess, &chunks, 0.0, 0.5);
+        let of = |id: Uuid| sess.iter().find(|x| x.0 == id).map(|x| x.1).unwrap_or_default();
+        assert_eq!(of(ids[3]), 6.0);
+        assert_eq!(of(ids[0]), 10.5, "the best event of a session gains from the second best");
+    }
 }

@@ -40,6 +40,13 @@ pub struct SearchRequest {
     /// Weight of a match in the preceding events' text relative to one in the event's own text
     /// (0: the event's own text only).
     pub context_weight: f32,
+    /// Neighbour smoothing of the BM25 list: an event's score gains this share of the BM25 scores
+    /// of the events just before and after it in its session (0: off). A turn's relevance often
+    /// shows in the turns around it (the question it answers, the reply that echoes it).
+    pub neighbor_weight: f32,
+    /// Session smoothing of the BM25 list: an event's score gains this share of the best BM25 score
+    /// of another event of its session (0: off): evidence clusters in the sessions about the topic.
+    pub session_weight: f32,
     /// Candidates taken from each retriever before fusion.
     pub candidates: usize,
     /// Diversify with MMR at this lambda (1: pure relevance); None: no MMR.
@@ -61,6 +68,8 @@ impl SearchRequest {
             vector_weight: 1.0,
             rrf_k: 60.0,
             context_weight: 0.5,
+            neighbor_weight: 0.0,
+            session_weight: 0.0,
             candidates: 100,
             mmr_lambda: None,
             with_text: false,

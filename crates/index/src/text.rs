@@ -66,6 +66,9 @@ pub(crate) struct ChunkHit {
     pub score: f32,
     pub doc_key: u64,
     pub event_id: Uuid,
+    /// The event's session and seq (fast fields), for neighbour smoothing.
+    pub session: Uuid,
+    pub seq: u64,
 }
 
 /// The stored fields a hit reports.
@@ -238,23 +241,39 @@ impl NamespaceIndex {
             n *= 4;
         };
         let mut hits = Vec::with_capacity(top.len());
-        let mut cols: HashMap<u32, (tantivy::columnar::Column<u64>, tantivy::columnar::StrColumn)> = HashMap::new();
+        type Cols = (
+            tantivy::columnar::Column<u64>,
+            tantivy::columnar::StrColumn,
+            tantivy::columnar::Column<u64>,
+            tantivy::columnar::StrColumn,
+        );
+        let mut cols: HashMap<u32, Cols> = HashMap::new();
         let mut buf = String::new();
         for (score, addr) in top {
-            let (keys, ids) = match cols.entry(addr.segment_ord) {
+            let (keys, ids, seqs, sessions) = match cols.entry(addr.segment_ord) {
                 std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
                 std::collections::hash_map::Entry::Vacant(v) => {
                     let ff = searcher.segment_reader(addr.segment_ord).fast_fields();
                     let ids =
                         ff.str("event_id")?.ok_or_else(|| IndexError::Task("event_id is not a fast field".into()))?;
-                    v.insert((ff.u64("doc_key")?, ids))
+                    let sessions =
+                        ff.str("session")?.ok_or_else(|| IndexError::Task("session is not a fast field".into()))?;
+                    v.insert((ff.u64("doc_key")?, ids, ff.u64("seq")?, sessions))
                 }
             };
             let doc_key = keys.first(addr.doc_id).unwrap_or(0);
             let Some(ord) = ids.ords().first(addr.doc_id) else { continue };
             ids.ord_to_str(ord, &mut buf).map_err(|e| IndexError::Task(e.to_string()))?;
             let Ok(event_id) = Uuid::try_parse(&buf) else { continue };
-            hits.push(ChunkHit { addr, score, doc_key, event_id });
+            let seq = seqs.first(addr.doc_id).unwrap_or(0);
+            let session = match sessions.ords().first(addr.doc_id) {
+                Some(o) => {
+                    sessions.ord_to_str(o, &mut buf).map_err(|e| IndexError::Task(e.to_string()))?;
+                    Uuid::try_parse(&buf).unwrap_or_default()
+                }
+                None => Uuid::nil(),
+            };
+            hits.push(ChunkHit { addr, score, doc_key, event_id, session, seq });
         }
         hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.doc_key.cmp(&b.doc_key)));
         Ok(hits)

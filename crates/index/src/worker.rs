@@ -103,6 +103,9 @@ struct Shared {
     owner: String,
     counters: Counters,
     wake: Notify,
+    /// Sessions with a job of this worker queued or being embedded: never claimed again meanwhile,
+    /// or a slow model (a job waiting longer than the lease) would have the same events embedded twice.
+    busy: std::sync::Mutex<std::collections::HashSet<Uuid>>,
 }
 
 /// A claimed piece of work: events `(after, upto]` of one session.
@@ -130,6 +133,7 @@ impl EmbeddingWorker {
             owner: format!("memex-{}-{}", std::process::id(), Uuid::now_v7().simple()),
             counters: Counters::default(),
             wake: Notify::new(),
+            busy: std::sync::Mutex::new(std::collections::HashSet::new()),
         });
         let (stop, stop_rx) = watch::channel(false);
         let (tx, rx) = mpsc::channel::<Job>(opts.queue_capacity.max(1));
@@ -245,6 +249,7 @@ async fn read_loop(s: Arc<Shared>, tx: mpsc::Sender<Job>, mut stop: watch::Recei
         };
         let idle = claimed.is_empty();
         for (namespace_id, session_id, done, head) in claimed {
+            set_busy(&s, session_id, true);
             let upto = head.min(done + u64::from(s.opts.events_per_job));
             let range = SeqRange { from: done + 1, to: Some(upto) };
             let job = match s.store.events_in_range(namespace_id, session_id, range, s.opts.events_per_job, None).await
@@ -252,6 +257,7 @@ async fn read_loop(s: Arc<Shared>, tx: mpsc::Sender<Job>, mut stop: watch::Recei
                 Ok(page) => Job { namespace_id, session_id, upto, events: page.events },
                 Err(e) => {
                     record_error(&s, "reading events", &e.into());
+                    set_busy(&s, session_id, false);
                     release(&s, session_id, Some(Duration::from_secs(5))).await;
                     continue;
                 }
@@ -302,6 +308,7 @@ async fn claim(s: &Shared) -> Result<Vec<(Uuid, Uuid, u64, u64)>, IndexError> {
              SELECT p.session_id, s.next_seq - 1 AS head FROM embedding_progress p JOIN sessions s ON s.id = p.session_id
              WHERE p.model = $1 AND s.next_seq - 1 > p.seq AND (p.leased_until IS NULL OR p.leased_until < now())
                AND ($5::uuid[] IS NULL OR p.namespace_id = ANY($5))
+               AND NOT (p.session_id = ANY($6))
              ORDER BY p.session_id LIMIT $4 FOR UPDATE OF p SKIP LOCKED
          )
          UPDATE embedding_progress p SET leased_until = now() + make_interval(secs => $3), leased_by = $2
@@ -313,9 +320,40 @@ async fn claim(s: &Shared) -> Result<Vec<(Uuid, Uuid, u64, u64)>, IndexError> {
     .bind(s.opts.lease.as_secs_f64())
     .bind(i64::from(s.opts.claim_sessions))
     .bind(scope(s))
+    .bind(busy_sessions(s))
     .fetch_all(pool)
     .await?;
     Ok(rows.into_iter().map(|(ns, sid, done, head)| (ns, sid, done as u64, head as u64)).collect())
+}
+
+fn set_busy(s: &Shared, session_id: Uuid, busy: bool) {
+    if let Ok(mut set) = s.busy.lock() {
+        if busy {
+            set.insert(session_id);
+        } else {
+            set.remove(&session_id);
+        }
+    }
+}
+
+fn busy_sessions(s: &Shared) -> Vec<Uuid> {
+    s.busy.lock().map(|set| set.iter().copied().collect()).unwrap_or_default()
+}
+
+/// Keeps other replicas off a session while its job is embedded (a job may take longer than the
+/// lease on a slow model).
+async fn renew_lease(s: &Shared, session_id: Uuid) -> Result<(), IndexError> {
+    sqlx::query(
+        "UPDATE embedding_progress SET leased_until = now() + make_interval(secs => $3)
+         WHERE session_id = $1 AND model = $2 AND leased_by = $4",
+    )
+    .bind(session_id)
+    .bind(progress_key(s))
+    .bind(s.opts.lease.as_secs_f64())
+    .bind(&s.owner)
+    .execute(s.store.pool())
+    .await?;
+    Ok(())
 }
 
 /// Gives a session back: at once, or after `retry_after` (after an error).
@@ -347,6 +385,7 @@ async fn embed_loop(s: Arc<Shared>, mut rx: mpsc::Receiver<Job>) {
                 release(&s, session_id, Some(Duration::from_secs(5))).await;
             }
         }
+        set_busy(&s, session_id, false);
         s.counters.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 }
@@ -362,6 +401,7 @@ async fn embed_job(s: &Shared, job: Job) -> Result<(), IndexError> {
         .collect();
     c.skipped_events.fetch_add((job.events.len() - with_text.len()) as u64, Ordering::Relaxed);
     for batch in with_text.chunks(s.opts.batch_size.max(1)) {
+        renew_lease(s, job.session_id).await?;
         let texts: Vec<String> = batch.iter().map(|(_, t)| t.clone()).collect();
         let bytes: u64 = texts.iter().map(|t| t.len() as u64).sum();
         let t0 = Instant::now();

@@ -100,6 +100,10 @@ pub struct SearchConfig {
     pub rrf_k: f32,
     /// Default weight of a match in the preceding events' text (see `context_events`).
     pub context_weight: f32,
+    /// Default neighbour smoothing of the BM25 list (share of the seq ± 1 neighbours' scores).
+    pub neighbor_weight: f32,
+    /// Default session smoothing of the BM25 list (share of the best other hit of the session).
+    pub session_weight: f32,
     /// Each event's first chunk also indexes the text of this many preceding events of its
     /// session, up to `context_bytes` of each (changing them needs `memex reindex`).
     pub context_events: usize,
@@ -323,6 +327,8 @@ impl Default for SearchConfig {
             vector_weight: 1.0,
             rrf_k: 60.0,
             context_weight: 0.5,
+            neighbor_weight: 0.0,
+            session_weight: 0.0,
             context_events: 2,
             context_bytes: 512,
             candidates: 100,
@@ -423,11 +429,12 @@ impl Config {
             return bad("ingest.excerpt_bytes must not exceed ingest.artifact_threshold_bytes");
         }
         let s = &self.search;
-        let weights_ok =
-            [s.bm25_weight, s.vector_weight, s.rrf_k, s.context_weight].iter().all(|w| w.is_finite() && *w >= 0.0);
+        let weights_ok = [s.bm25_weight, s.vector_weight, s.rrf_k, s.context_weight, s.neighbor_weight]
+            .iter()
+            .all(|w| w.is_finite() && *w >= 0.0);
         if !weights_ok || (s.bm25_weight == 0.0 && s.vector_weight == 0.0) {
             return bad(
-                "search.bm25_weight, vector_weight, rrf_k and context_weight must be finite and >= 0, the weights not both 0",
+                "search.bm25_weight, vector_weight, rrf_k, context_weight, neighbor_weight and session_weight must be finite and >= 0, the weights not both 0",
             );
         }
         if !(0.0..=1.0).contains(&s.mmr_lambda) || s.candidates == 0 || s.chunk_bytes < 64 {

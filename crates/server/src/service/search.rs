@@ -119,6 +119,8 @@ fn convert(r: pb::SearchRequest, d: &crate::config::SearchConfig) -> Result<Sear
         vector_weight: non_negative("vector_weight", r.vector_weight, d.vector_weight)?,
         rrf_k: non_negative("rrf_k", r.rrf_k, d.rrf_k)?,
         context_weight: non_negative("context_weight", r.context_weight, d.context_weight)?,
+        neighbor_weight: non_negative("neighbor_weight", r.neighbor_weight, d.neighbor_weight)?,
+        session_weight: non_negative("session_weight", r.session_weight, d.session_weight)?,
         candidates,
         mmr_lambda,
         with_text: r.with_text,

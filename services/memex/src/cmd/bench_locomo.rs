@@ -14,6 +14,7 @@ use chrono::{DateTime, NaiveDateTime, TimeDelta, Utc};
 use memex_event::EventInput;
 use memex_index::SearchRequest;
 use memex_search::eval::recall_share;
+use memex_store::SeqRange;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -35,6 +36,13 @@ pub struct LocomoArgs {
     /// Also print the figures of every strategy tried, not only the default one.
     #[arg(long)]
     pub all_strategies: bool,
+    /// Only these strategies (comma-separated names; the default one is always run).
+    #[arg(long, value_delimiter = ',')]
+    pub strategies: Vec<String>,
+    /// Reuse the newest namespaces `locomo<i>-…` of an earlier run (same data file) instead of
+    /// ingesting again: their vectors are already embedded, so ranking experiments take minutes.
+    #[arg(long)]
+    pub reuse: bool,
 }
 
 const KS: [usize; 4] = [5, 10, 25, 50];
@@ -57,10 +65,20 @@ struct Strategy {
     vector: f32,
     rrf_k: f32,
     context: f32,
+    neighbor: f32,
+    session: f32,
 }
 
 const fn strat(name: &'static str, bm25: f32, vector: f32, rrf_k: f32, context: f32) -> Strategy {
-    Strategy { name, bm25, vector, rrf_k, context }
+    Strategy { name, bm25, vector, rrf_k, context, neighbor: 0.0, session: 0.0 }
+}
+
+const fn with_neighbors(s: Strategy, neighbor: f32) -> Strategy {
+    Strategy { neighbor, ..s }
+}
+
+const fn with_session(s: Strategy, session: f32) -> Strategy {
+    Strategy { session, ..s }
 }
 
 fn strategies(vectors: bool) -> Vec<Strategy> {
@@ -69,6 +87,13 @@ fn strategies(vectors: bool) -> Vec<Strategy> {
         strat("bm25-ctx0.25", 1.0, 0.0, 60.0, 0.25),
         strat("bm25", 1.0, 0.0, 60.0, 0.5),
         strat("bm25-ctx1", 1.0, 0.0, 60.0, 1.0),
+        with_neighbors(strat("bm25-n0.25", 1.0, 0.0, 60.0, 0.5), 0.25),
+        with_neighbors(strat("bm25-n0.5", 1.0, 0.0, 60.0, 0.5), 0.5),
+        with_neighbors(strat("bm25-own-n0.5", 1.0, 0.0, 60.0, 0.0), 0.5),
+        with_session(strat("bm25-s0.1", 1.0, 0.0, 60.0, 0.5), 0.1),
+        with_session(strat("bm25-s0.25", 1.0, 0.0, 60.0, 0.5), 0.25),
+        with_session(with_neighbors(strat("bm25-n0.25-s0.1", 1.0, 0.0, 60.0, 0.5), 0.25), 0.1),
+        with_session(with_neighbors(strat("bm25-n0.25-s0.25", 1.0, 0.0, 60.0, 0.5), 0.25), 0.25),
     ];
     if vectors {
         v.extend([
@@ -78,6 +103,10 @@ fn strategies(vectors: bool) -> Vec<Strategy> {
             strat("hybrid-k10", 1.0, 1.0, 10.0, 0.5),
             strat("hybrid-v2", 1.0, 2.0, 60.0, 0.5),
             strat("hybrid-b2", 2.0, 1.0, 60.0, 0.5),
+            strat("hybrid-v0.5", 1.0, 0.5, 60.0, 0.5),
+            strat("hybrid-v0.3", 1.0, 0.3, 60.0, 0.5),
+            with_neighbors(strat("hybrid-v0.5-n0.25", 1.0, 0.5, 60.0, 0.5), 0.25),
+            with_session(with_neighbors(strat("hybrid-v0.3-n0.25-s0.25", 1.0, 0.3, 60.0, 0.5), 0.25), 0.25),
         ]);
     }
     v
@@ -122,8 +151,30 @@ pub async fn run(args: LocomoArgs) -> anyhow::Result<()> {
     let mut dia_of: HashMap<Uuid, String> = HashMap::new();
     let mut questions = Vec::new();
     let (mut turns, mut split, mut dropped) = (0usize, 0usize, 0usize);
-    for (ci, conv) in data.iter().skip(args.skip).take(n_conv).enumerate() {
-        let ns = kit.namespace(&format!("locomo{ci}")).await?;
+    let existing = if args.reuse { kit.store.list_namespaces().await? } else { Vec::new() };
+    for (ci, conv) in data.iter().enumerate().skip(args.skip).take(n_conv) {
+        let ci = ci - args.skip;
+        let abs = ci + args.skip;
+        let ns = if args.reuse {
+            let prefix = format!("locomo{abs}-");
+            let mut found: Vec<_> = existing.iter().filter(|n| n.name.starts_with(&prefix)).collect();
+            found.sort_by(|a, b| a.name.cmp(&b.name));
+            let ns = (*found.last().with_context(|| format!("--reuse: no namespace {prefix}…"))?).clone();
+            for (session, head) in kit.store.session_heads(ns.id, None).await? {
+                let page = kit
+                    .store
+                    .events_in_range(ns.id, session, SeqRange { from: 1, to: Some(head) }, 100_000, None)
+                    .await?;
+                for e in page.events {
+                    if let Some(d) = e.metadata.as_ref().and_then(|m| m["dia_id"].as_str()) {
+                        dia_of.insert(e.id, d.to_owned());
+                    }
+                }
+            }
+            ns
+        } else {
+            kit.namespace(&format!("locomo{abs}")).await?
+        };
         let c = &conv["conversation"];
         let speaker_a = c["speaker_a"].as_str().unwrap_or_default();
         let mut known = HashSet::new();
@@ -135,7 +186,6 @@ pub async fn run(args: LocomoArgs) -> anyhow::Result<()> {
                 continue;
             };
             let date = c.get(format!("session_{s}_date_time")).and_then(Value::as_str).and_then(session_date);
-            let sid = kit.session(&ns, &format!("locomo-session-{s}")).await?;
             let mut events = Vec::new();
             let mut dias = Vec::new();
             for (ti, turn) in session.iter().enumerate() {
@@ -157,6 +207,10 @@ pub async fn run(args: LocomoArgs) -> anyhow::Result<()> {
                 dias.push(dia);
             }
             turns += events.len();
+            if args.reuse {
+                continue;
+            }
+            let sid = kit.session(&ns, &format!("locomo-session-{s}")).await?;
             let outcomes = kit.append(&ns, sid, events).await?;
             for (id, dia) in outcomes.iter().flat_map(|o| o.event_ids.iter()).zip(dias) {
                 dia_of.insert(*id, dia);
@@ -204,7 +258,11 @@ pub async fn run(args: LocomoArgs) -> anyhow::Result<()> {
     eprintln!("text-indexed in {:.2} s", t2.elapsed().as_secs_f64());
 
     // Rank every question with every strategy.
-    let all = strategies(kit.embedder.is_some());
+    let default_name = if kit.embedder.is_some() { "hybrid" } else { "bm25" };
+    let mut all = strategies(kit.embedder.is_some());
+    if !args.strategies.is_empty() {
+        all.retain(|s| s.name == default_name || args.strategies.iter().any(|x| x == s.name));
+    }
     let mut results: Vec<(Strategy, Scores)> = Vec::new();
     for strat in &all {
         let t = Instant::now();
@@ -215,6 +273,8 @@ pub async fn run(args: LocomoArgs) -> anyhow::Result<()> {
             req.vector_weight = strat.vector;
             req.rrf_k = strat.rrf_k;
             req.context_weight = strat.context;
+            req.neighbor_weight = strat.neighbor;
+            req.session_weight = strat.session;
             let hits = kit.index.search(namespaces[q.conv].id, &req).await?.hits;
             let ranked: Vec<String> = hits.iter().filter_map(|h| dia_of.get(&h.event_id).cloned()).collect();
             scores.add(q, &ranked);
@@ -227,7 +287,6 @@ pub async fn run(args: LocomoArgs) -> anyhow::Result<()> {
         );
         results.push((strat.clone(), scores));
     }
-    let default_name = if kit.embedder.is_some() { "hybrid" } else { "bm25" };
     let (strat, best) = results.iter().find(|(s, _)| s.name == default_name).context("default strategy")?;
     println!("LoCoMo retrieval (dialog level, recall accuracy %), strategy {}:", strat.name);
     println!("{:<12} {:>6} {:>6} {:>6} {:>6}   n", "category", "@5", "@10", "@25", "@50");

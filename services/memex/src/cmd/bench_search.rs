@@ -39,6 +39,10 @@ pub struct SearchBenchArgs {
         default_value = "../shared/bench-data/agent-traces/mini-swe-agent-gemini3pro-swebench-verified-500.jsonl.gz"
     )]
     pub traces: PathBuf,
+    /// Reuse the newest `bench-search-…` namespace of an earlier run instead of appending again (with
+    /// `--index-dir` of that run, its text index too): for iterating on query speed.
+    #[arg(long)]
+    pub reuse: bool,
 }
 
 /// Lines of every message of the traces.
@@ -167,13 +171,28 @@ pub async fn run(args: SearchBenchArgs) -> anyhow::Result<()> {
     eprintln!("{} lines of trace text loaded", lines.len());
     let mut replay = Replay { lines: lines.clone(), cursor: 0, i: 0 };
 
-    // 1. Ingest the big namespace.
-    let ns = kit.namespace("bench-search").await?;
+    // 1. Ingest the big namespace (or find the one of an earlier run).
+    let reused = if args.reuse {
+        let mut found: Vec<_> =
+            kit.store.list_namespaces().await?.into_iter().filter(|n| n.name.starts_with("bench-search-")).collect();
+        found.sort_by(|a, b| a.name.cmp(&b.name));
+        Some(found.pop().context("--reuse: no bench-search-… namespace")?)
+    } else {
+        None
+    };
+    let ns = match &reused {
+        Some(ns) => ns.clone(),
+        None => kit.namespace("bench-search").await?,
+    };
     let per_session = (args.events / args.sessions.max(1)).max(3);
     let t0 = Instant::now();
     let mut sessions = Vec::new();
     let mut appended = 0usize;
     let mut bytes = 0usize;
+    if reused.is_some() {
+        sessions = kit.store.session_heads(ns.id, None).await?.into_iter().map(|(s, _)| s).collect();
+        appended = args.events;
+    }
     while appended < args.events {
         let sid = kit.session(&ns, &format!("agent-{}", sessions.len() % 16)).await?;
         let batch = replay.batch(per_session.min(args.events - appended).max(3));
@@ -191,7 +210,12 @@ pub async fn run(args: SearchBenchArgs) -> anyhow::Result<()> {
 
     // 2. Index from Postgres.
     let t1 = Instant::now();
-    let indexed = kit.index.rebuild(ns.id).await?;
+    let indexed = if reused.is_some() {
+        kit.index.catch_up(ns.id, None).await?;
+        kit.store.head_total(ns.id, None).await?
+    } else {
+        kit.index.rebuild(ns.id).await?
+    };
     let index_secs = t1.elapsed().as_secs_f64();
     let index_rate = indexed as f64 / index_secs;
     eprintln!("indexed {indexed} events from Postgres in {index_secs:.1} s = {index_rate:.0} events/s");
