@@ -243,6 +243,9 @@ impl SearchIndex {
         // BM25: the best chunk per event, events in order of their best chunk.
         let mut best_chunk: HashMap<Uuid, ChunkHit> = HashMap::new();
         let mut bm25_items: Vec<(Uuid, f32)> = Vec::new();
+        // One point-in-time searcher for the whole query: a concurrent catch-up may reload the
+        // reader, and chunk addresses do not survive a reload.
+        let searcher = idx.searcher();
         if req.bm25_weight > 0.0 {
             let terms = query_terms(&req.query);
             let context_weight = req.context_weight;
@@ -255,12 +258,13 @@ impl SearchIndex {
             let chunks = {
                 let idx = idx.clone();
                 let filter = req.filter.clone();
+                let searcher = searcher.clone();
                 tokio::task::spawn_blocking(move || {
                     // Three chunks per event is plenty for most texts; ask again for more when the
                     // chunks returned name too few events.
                     let mut n = want.saturating_mul(3);
                     loop {
-                        let chunks = idx.search(&terms, &filter, n, context_weight)?;
+                        let chunks = idx.search(&terms, &filter, n, context_weight, &searcher)?;
                         let events: std::collections::HashSet<Uuid> = chunks.iter().map(|c| c.event_id).collect();
                         if events.len() >= want || chunks.len() < n || n >= MAX_CANDIDATES * 48 {
                             break Ok::<_, IndexError>(chunks);
@@ -352,7 +356,7 @@ impl SearchIndex {
             };
             match best_chunk.get(&e.id) {
                 Some(c) => {
-                    let stored = idx.stored(c.addr)?;
+                    let stored = idx.stored(&searcher, c.addr)?;
                     hit.lines = stored.lines;
                     hit.source = stored.source;
                     hit.chunk = stored.chunk;

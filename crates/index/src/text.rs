@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use tantivy::collector::TopDocs;
 use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, RangeQuery, TermQuery, TermSetQuery};
 use tantivy::schema::{IndexRecordOption, Value};
-use tantivy::{DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+use tantivy::{DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term};
 use uuid::Uuid;
 
 use crate::doc::DocSpec;
@@ -224,12 +224,12 @@ impl NamespaceIndex {
         filter: &SearchFilter,
         limit: usize,
         context_boost: f32,
+        searcher: &Searcher,
     ) -> Result<Vec<ChunkHit>, IndexError> {
         if terms.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
         let query = self.query(terms, filter, context_boost);
-        let searcher = self.reader.searcher();
         let mut n = limit;
         let top = loop {
             let top = searcher.search(&query, &TopDocs::with_limit(n).order_by_score())?;
@@ -328,9 +328,15 @@ impl NamespaceIndex {
         BooleanQuery::new(clauses)
     }
 
-    /// The stored fields of a matched chunk.
-    pub fn stored(&self, addr: DocAddress) -> Result<StoredChunk, IndexError> {
-        let doc: TantivyDocument = self.reader.searcher().doc(addr)?;
+    /// A point-in-time view of the index. A `DocAddress` is only meaningful in the searcher that
+    /// produced it (a reload renumbers segments), so one query uses one searcher throughout.
+    pub fn searcher(&self) -> Searcher {
+        self.reader.searcher()
+    }
+
+    /// The stored fields of a chunk matched in `searcher`.
+    pub fn stored(&self, searcher: &Searcher, addr: DocAddress) -> Result<StoredChunk, IndexError> {
+        let doc: TantivyDocument = searcher.doc(addr)?;
         let f = &self.fields;
         let text = |field| doc.get_first(field).and_then(|v| v.as_str()).unwrap_or_default().to_owned();
         let num = |field| doc.get_first(field).and_then(|v| v.as_u64()).unwrap_or(0);
@@ -378,4 +384,65 @@ fn to_document(f: &Fields, ns: &str, d: DocSpec) -> TantivyDocument {
 /// `index.dir/<namespace id>`.
 pub(crate) fn namespace_dir(root: &Path, ns: Uuid) -> PathBuf {
     root.join(ns.to_string())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use chrono::Utc;
+    use memex_search::ChunkOptions;
+    use memex_store::Event;
+
+    use super::*;
+
+    fn event(seq: u64, content: &str) -> Event {
+        Event {
+            id: Uuid::now_v7(),
+            session_id: Uuid::from_u128(7),
+            seq,
+            kind: "note".into(),
+            content: content.into(),
+            artifact: None,
+            agent_id: "a".into(),
+            task_id: None,
+            tool_name: None,
+            tool_call_id: None,
+            event_time: Utc::now(),
+            ingest_time: Utc::now(),
+            metadata: None,
+            task_state_version: None,
+        }
+    }
+
+    /// A merge renumbers segments; addresses from a query stay valid in that query's searcher.
+    #[tokio::test]
+    async fn hits_are_read_from_the_searcher_that_matched_them_even_after_a_merge() {
+        let dir = std::env::temp_dir().join(format!("memex-text-merge-{}", Uuid::now_v7().simple()));
+        let (idx, _) = NamespaceIndex::open(&dir, Uuid::from_u128(1)).unwrap();
+        let texts = ["alpha common", "beta common", "gamma common", "delta common"];
+        for (i, t) in texts.iter().enumerate() {
+            let docs =
+                crate::doc::event_docs(&event(i as u64 + 1, t), None, LineRange::UNKNOWN, ChunkOptions::default(), "");
+            idx.add(docs).await.unwrap();
+            idx.commit().await.unwrap(); // one segment per commit
+        }
+        let searcher = idx.searcher();
+        assert_eq!(searcher.segment_readers().len(), texts.len());
+        let hits = idx.search(&["common".to_owned()], &SearchFilter::default(), 10, 0.0, &searcher).unwrap();
+        assert_eq!(hits.len(), texts.len());
+
+        // Merge everything into one segment and reload: the addresses of `hits` mean nothing in
+        // the new searcher (their segment ords are gone).
+        let ids = idx.reader.searcher().segment_readers().iter().map(|s| s.segment_id()).collect::<Vec<_>>();
+        idx.writer.lock().unwrap().merge(&ids).wait().unwrap();
+        idx.reader.reload().unwrap();
+        assert_eq!(idx.searcher().segment_readers().len(), 1);
+
+        let mut read: Vec<String> = hits.iter().map(|h| idx.stored(&searcher, h.addr).unwrap().text).collect();
+        read.sort();
+        let mut want: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
+        want.sort();
+        assert_eq!(read, want);
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
