@@ -130,10 +130,13 @@ fn round(x: f64) -> f64 {
 }
 
 fn source_names(config: &ConfigArgs) -> anyhow::Result<String> {
-    let _ = config;
-    Ok("task pointers, standing items, manifest anchors, and the store scan (BM25 over each session's newest \
-        events, context.scan_events) — no search index plugged in"
-        .to_owned())
+    let c = super::serve::load(config, None)?;
+    let search = if c.search.enabled {
+        "the search index (BM25; vectors too when an embedding provider is configured)"
+    } else {
+        "the store scan (BM25 over each session's newest events, context.scan_events): search is disabled"
+    };
+    Ok(format!("task pointers, standing items, manifest anchors and {search}"))
 }
 
 struct PhaseResult {
