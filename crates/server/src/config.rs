@@ -399,8 +399,10 @@ impl Config {
         }
         fig = fig
             .merge(Env::prefixed("MEMEX_").split("__").filter(|k| {
-                let top = k.as_str().split('.').next().unwrap_or_default();
-                SECTIONS.contains(&top)
+                // The filter may see the key before `split` maps `__` to `.`, and in either case.
+                let top = k.as_str().split("__").next().unwrap_or_default();
+                let top = top.split('.').next().unwrap_or_default();
+                SECTIONS.iter().any(|s| s.eq_ignore_ascii_case(top))
             }))
             .merge(Serialized::defaults(overrides));
         let config: Config = fig.extract().map_err(Box::new)?;
