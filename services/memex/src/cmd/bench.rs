@@ -98,22 +98,34 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     }
 }
 
-async fn ingest(args: IngestArgs) -> anyhow::Result<()> {
-    let (conn, _server) = match &args.endpoint {
+/// A running server at `endpoint` (with `namespace` and `api_key`), or one started in-process
+/// from `config`; the returned sender, when kept, keeps the in-process server up.
+pub async fn connect_or_start(
+    endpoint: Option<&str>,
+    namespace: &str,
+    api_key: Option<&str>,
+    config: &ConfigArgs,
+) -> anyhow::Result<(Conn, Option<tokio::sync::oneshot::Sender<()>>)> {
+    Ok(match endpoint {
         Some(endpoint) => (
             Conn {
-                endpoint: endpoint.clone(),
-                namespace: args.namespace.clone(),
-                api_key: args.api_key.clone(),
+                endpoint: endpoint.to_owned(),
+                namespace: namespace.to_owned(),
+                api_key: api_key.map(str::to_owned),
                 api_key_file: ".memex/dev.key".into(),
             },
             None,
         ),
         None => {
-            let (conn, server) = start_server(&args.config).await?;
+            let (conn, server) = start_server(config).await?;
             (conn, Some(server))
         }
-    };
+    })
+}
+
+async fn ingest(args: IngestArgs) -> anyhow::Result<()> {
+    let (conn, _server) =
+        connect_or_start(args.endpoint.as_deref(), &args.namespace, args.api_key.as_deref(), &args.config).await?;
     let clients = conn.connect().await?;
     let content = "x".repeat(args.content_bytes.saturating_sub(16));
 
@@ -398,11 +410,7 @@ pub async fn context_clients(
     memex_proto::v1::context_service_client::ContextServiceClient<super::client::Authed>,
     memex_proto::v1::task_service_client::TaskServiceClient<super::client::Authed>,
 )> {
-    let channel = tonic::transport::Channel::from_shared(conn.endpoint.clone())
-        .context("bad --endpoint")?
-        .connect()
-        .await
-        .with_context(|| format!("cannot connect to {}", conn.endpoint))?;
+    let channel = conn.channel().await?;
     let bearer = conn.bearer()?;
     Ok((
         memex_proto::v1::context_service_client::ContextServiceClient::with_interceptor(

@@ -16,7 +16,7 @@ use serde_json::json;
 use tokio::sync::Semaphore;
 
 use super::baselines::{Narrative, Truncation};
-use super::client::{Authed, Clients, Conn};
+use super::client::{Authed, Clients};
 use super::serve::ConfigArgs;
 use super::traces::{Rng, TraceEvent, Trajectory, read_trajectories};
 
@@ -214,26 +214,20 @@ struct Ctx {
 pub async fn run(args: NeedleArgs) -> anyhow::Result<()> {
     let trajectories = read_trajectories(&args.traces, args.skip, args.trajectories)?;
     anyhow::ensure!(!trajectories.is_empty(), "no trajectories in {}", args.traces.display());
-    let (conn, _server) = match &args.endpoint {
-        Some(endpoint) => (
-            Conn {
-                endpoint: endpoint.clone(),
-                namespace: args.namespace.clone(),
-                api_key: args.api_key.clone(),
-                api_key_file: ".memex/dev.key".into(),
-            },
-            None,
-        ),
-        None => {
-            let (conn, server) = super::bench::start_server(&args.config).await?;
-            (conn, Some(server))
-        }
-    };
+    let (conn, _server) = super::bench::connect_or_start(
+        args.endpoint.as_deref(),
+        &args.namespace,
+        args.api_key.as_deref(),
+        &args.config,
+    )
+    .await?;
     let clients = conn.connect().await?;
     let (context, tasks) = super::bench::context_clients(&conn).await?;
-    let channel = tonic::transport::Channel::from_shared(conn.endpoint.clone())?.connect().await?;
-    let views = memex_proto::v1::view_service_client::ViewServiceClient::with_interceptor(channel, conn.bearer()?)
-        .max_decoding_message_size(usize::MAX);
+    let views = memex_proto::v1::view_service_client::ViewServiceClient::with_interceptor(
+        conn.channel().await?,
+        conn.bearer()?,
+    )
+    .max_decoding_message_size(usize::MAX);
     let started = std::time::Instant::now();
     let ctx = Arc::new(Ctx { ns: conn.namespace.clone(), context, tasks, views, clients, args });
     let limit = Arc::new(Semaphore::new(ctx.args.concurrency.max(1)));

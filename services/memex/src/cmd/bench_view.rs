@@ -11,7 +11,7 @@ use super::bench::{ViewBenchArgs, round, start_server};
 pub async fn run(args: ViewBenchArgs) -> anyhow::Result<()> {
     let raw = std::fs::read(&args.trace)?;
     let (conn, _server) = start_server(&args.config).await?;
-    let channel = tonic::transport::Channel::from_shared(conn.endpoint.clone())?.connect().await?;
+    let channel = conn.channel().await?;
     let mut views = ViewServiceClient::new(channel.clone()).max_decoding_message_size(usize::MAX);
     let file_name = args.trace.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let t0 = Instant::now();

@@ -58,12 +58,17 @@ impl Conn {
         Ok(Bearer(value))
     }
 
-    pub async fn connect(&self) -> anyhow::Result<Clients> {
-        let channel = Channel::from_shared(self.endpoint.clone())
+    /// A connection to the endpoint, for any service's client.
+    pub async fn channel(&self) -> anyhow::Result<Channel> {
+        Channel::from_shared(self.endpoint.clone())
             .context("bad --endpoint")?
             .connect()
             .await
-            .with_context(|| format!("cannot connect to {}", self.endpoint))?;
+            .with_context(|| format!("cannot connect to {}", self.endpoint))
+    }
+
+    pub async fn connect(&self) -> anyhow::Result<Clients> {
+        let channel = self.channel().await?;
         let bearer = self.bearer()?;
         Ok(Clients {
             events: EventServiceClient::with_interceptor(channel.clone(), bearer.clone())
@@ -349,11 +354,7 @@ pub struct ImportArgs {
 /// `memex import`: upload a trace; prints the new session id (diagnostics on stderr).
 pub async fn import(args: ImportArgs) -> anyhow::Result<()> {
     let raw = std::fs::read(&args.file).with_context(|| format!("cannot read {}", args.file.display()))?;
-    let channel = Channel::from_shared(args.conn.endpoint.clone())
-        .context("bad --endpoint")?
-        .connect()
-        .await
-        .with_context(|| format!("cannot connect to {}", args.conn.endpoint))?;
+    let channel = args.conn.channel().await?;
     let mut views =
         memex_proto::v1::view_service_client::ViewServiceClient::with_interceptor(channel, args.conn.bearer()?);
     let file_name = args.file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
