@@ -24,14 +24,13 @@ impl FullView for ViewFullView {
             let seam = |message: String| ContextError::Seam { seam: "full view", message };
             let compiled = self.0.compiled(namespace_id, session_id).await.map_err(|s| seam(s.message().to_owned()))?;
             let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
-            let records =
-                self.0.source_lines(namespace_id, &compiled, &seqs).await.map_err(|s| seam(s.message().to_owned()))?;
-            let by_seq: std::collections::HashMap<u64, u32> = records.into_iter().collect();
+            let by_seq =
+                self.0.lines_in(namespace_id, &compiled, &seqs).await.map_err(|s| seam(s.message().to_owned()))?;
             let chains = compiled.trace.chains();
             Ok(events
                 .iter()
                 .map(|e| {
-                    let lines = compiled.lines_of_record(*by_seq.get(&e.seq)?)?;
+                    let lines = *by_seq.get(&e.seq)?;
                     // Pointers cite one line space; events of later chains (after a compaction
                     // inside an imported trace) are cited by seq.
                     if lines.chain != 1 {

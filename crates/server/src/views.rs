@@ -191,7 +191,17 @@ impl Views {
         seqs: &[u64],
     ) -> Result<HashMap<u64, EventLines>, Status> {
         let compiled = self.compiled(ns, session_id).await?;
-        let records = self.source_lines(ns, &compiled, seqs).await?;
+        self.lines_in(ns, &compiled, seqs).await
+    }
+
+    /// [`Views::event_lines`] in a session already compiled.
+    pub async fn lines_in(
+        &self,
+        ns: Uuid,
+        compiled: &CompiledSession,
+        seqs: &[u64],
+    ) -> Result<HashMap<u64, EventLines>, Status> {
+        let records = self.source_lines(ns, compiled, seqs).await?;
         Ok(records.into_iter().filter_map(|(seq, line)| Some((seq, compiled.lines_of_record(line)?))).collect())
     }
 
