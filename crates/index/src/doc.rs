@@ -8,8 +8,8 @@ use crate::LineRange;
 /// One tantivy document, as plain data.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct DocSpec {
-    pub event_id: String,
-    pub session: String,
+    pub event_id: uuid::Uuid,
+    pub session: uuid::Uuid,
     pub seq: u64,
     pub source: &'static str,
     pub chunk: u32,
@@ -68,8 +68,8 @@ pub(crate) fn event_docs(
                 continue;
             }
             docs.push(DocSpec {
-                event_id: e.id.to_string(),
-                session: e.session_id.to_string(),
+                event_id: e.id,
+                session: e.session_id,
                 seq: e.seq,
                 source,
                 chunk: i as u32,

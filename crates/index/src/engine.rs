@@ -13,7 +13,7 @@ use uuid::Uuid;
 use crate::doc::event_docs;
 use crate::lines::{EventLines, LineLookup, LineRange, LineRanges};
 use crate::text::{ChunkHit, NamespaceIndex, namespace_dir};
-use crate::{Hit, IndexError, ScoreParts, SearchRequest, SearchResults, vectors};
+use crate::{Hit, IndexError, RankedEvent, ScoreParts, SearchRequest, SearchResults, vectors};
 
 /// Most hits one search may return, and most candidates per retriever.
 pub const MAX_LIMIT: usize = 1000;
@@ -49,6 +49,15 @@ impl SearchIndexOptions {
             context_bytes: 512,
         }
     }
+}
+
+/// A query's ranking and what hydrating its hits needs: the point-in-time searcher that found
+/// them (chunk addresses mean nothing in another) and each BM25 hit's best chunk.
+struct Ranking {
+    idx: Arc<NamespaceIndex>,
+    searcher: tantivy::Searcher,
+    best_chunk: HashMap<Uuid, ChunkHit>,
+    ranked: Vec<RankedEvent>,
 }
 
 /// This replica's search state. Cheap to share (`Arc`); namespaces' indexes open on first use.
@@ -235,6 +244,17 @@ impl SearchIndex {
 
     /// Hybrid search in one namespace; see the crate docs for the path.
     pub async fn search(&self, ns: Uuid, req: &SearchRequest) -> Result<SearchResults, IndexError> {
+        let Ranking { idx, searcher, best_chunk, ranked } = self.ranking(ns, req).await?;
+        self.hydrate(ns, req, &idx, &searcher, &best_chunk, ranked).await
+    }
+
+    /// The events [`SearchIndex::search`] would return, in its order with its scores, without
+    /// reading them: for callers that read the events themselves (the context engine's packs).
+    pub async fn rank(&self, ns: Uuid, req: &SearchRequest) -> Result<Vec<RankedEvent>, IndexError> {
+        Ok(self.ranking(ns, req).await?.ranked)
+    }
+
+    async fn ranking(&self, ns: Uuid, req: &SearchRequest) -> Result<Ranking, IndexError> {
         validate(req)?;
         let sessions = (!req.filter.session_ids.is_empty()).then_some(&req.filter.session_ids[..]);
         let idx = self.namespace(ns).await?;
@@ -324,12 +344,40 @@ impl SearchIndex {
             _ => (0..fused.len().min(req.limit)).collect(),
         };
 
-        let ids: Vec<Uuid> = chosen.iter().map(|&i| fused[i].key).collect();
+        let ranked = chosen
+            .iter()
+            .map(|&i| {
+                let f = &fused[i];
+                let (bm25, vector) = (f.parts[0], f.parts[1]);
+                RankedEvent {
+                    event_id: f.key,
+                    score: ScoreParts {
+                        fused: f.score,
+                        bm25: bm25.map_or(0.0, |p| p.score),
+                        bm25_rank: bm25.map_or(0, |p| p.rank),
+                        vector: vector.map_or(0.0, |p| p.score),
+                        vector_rank: vector.map_or(0, |p| p.rank),
+                    },
+                }
+            })
+            .collect();
+        Ok(Ranking { idx, searcher, best_chunk, ranked })
+    }
+
+    /// Reads the ranked events and the stored chunks that matched, for full hits.
+    async fn hydrate(
+        &self,
+        ns: Uuid,
+        req: &SearchRequest,
+        idx: &NamespaceIndex,
+        searcher: &tantivy::Searcher,
+        best_chunk: &HashMap<Uuid, ChunkHit>,
+        ranked: Vec<RankedEvent>,
+    ) -> Result<SearchResults, IndexError> {
+        let ids: Vec<Uuid> = ranked.iter().map(|r| r.event_id).collect();
         let events = self.store.events_by_ids(ns, &ids).await?;
         let mut hits = Vec::with_capacity(ids.len());
-        for (&i, e) in chosen.iter().zip(events) {
-            let f = &fused[i];
-            let (bm25, vector) = (f.parts[0], f.parts[1]);
+        for (r, e) in ranked.into_iter().zip(events) {
             let mut hit = Hit {
                 event_id: e.id,
                 session_id: e.session_id,
@@ -346,17 +394,11 @@ impl SearchIndex {
                 chunk_first_line: 0,
                 chunk_last_line: 0,
                 text: None,
-                score: ScoreParts {
-                    fused: f.score,
-                    bm25: bm25.map_or(0.0, |p| p.score),
-                    bm25_rank: bm25.map_or(0, |p| p.rank),
-                    vector: vector.map_or(0.0, |p| p.score),
-                    vector_rank: vector.map_or(0, |p| p.rank),
-                },
+                score: r.score,
             };
             match best_chunk.get(&e.id) {
                 Some(c) => {
-                    let stored = idx.stored(&searcher, c.addr)?;
+                    let stored = idx.stored(searcher, c.addr)?;
                     hit.lines = stored.lines;
                     hit.source = stored.source;
                     hit.chunk = stored.chunk;

@@ -31,7 +31,7 @@ mod worker;
 pub use engine::{SearchIndex, SearchIndexOptions};
 pub use error::IndexError;
 pub use lines::{EventLines, LineLookup, LineRange, LineRanges, UnknownLineRanges};
-pub use query::{Hit, ScoreParts, SearchFilter, SearchRequest, SearchResults, TimeRange};
+pub use query::{Hit, RankedEvent, ScoreParts, SearchFilter, SearchRequest, SearchResults, TimeRange};
 pub use schema::SCHEMA_VERSION;
 pub use vectors::{ensure_model_index, vector_count};
 pub use worker::{EmbeddingWorker, WorkerOptions, WorkerProgress};

@@ -116,6 +116,13 @@ pub struct Hit {
     pub score: ScoreParts,
 }
 
+/// One event ranked, before it is read (see [`crate::SearchIndex::rank`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RankedEvent {
+    pub event_id: Uuid,
+    pub score: ScoreParts,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchResults {
     pub hits: Vec<Hit>,

@@ -6,7 +6,7 @@ use tantivy::schema::{
 use tantivy::tokenizer::{LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, TextAnalyzer};
 
 /// Version of the documents' shape and analysis; stored beside each index.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The analyzer's name in tantivy's tokenizer manager.
 pub const ANALYZER: &str = "memex";
@@ -23,10 +23,17 @@ pub fn analyzer() -> TextAnalyzer {
 
 #[derive(Debug, Clone, Copy)]
 pub struct Fields {
-    /// Event id (text form); a fast field, so hits are grouped by event without loading documents.
+    /// Event id (text form): filters and deletes.
     pub event_id: Field,
     pub namespace: Field,
     pub session: Field,
+    /// Event and session ids as two u64 fast fields each (high, low halves): a hit's ids are read
+    /// without loading its document or looking up a string column's dictionary (a zstd block
+    /// decoded per lookup, once the largest cost of a query).
+    pub event_hi: Field,
+    pub event_lo: Field,
+    pub session_hi: Field,
+    pub session_lo: Field,
     pub seq: Field,
     /// `event` (the event's stored content) or `artifact` (the full artifact text).
     pub source: Field,
@@ -61,9 +68,13 @@ pub fn schema() -> (Schema, Fields) {
         )
         .set_stored();
     let fields = Fields {
-        event_id: b.add_text_field("event_id", STRING | STORED | FAST),
+        event_id: b.add_text_field("event_id", STRING | STORED),
         namespace: b.add_text_field("namespace", STRING | STORED),
-        session: b.add_text_field("session", STRING | STORED | FAST),
+        session: b.add_text_field("session", STRING | STORED),
+        event_hi: b.add_u64_field("event_hi", FAST),
+        event_lo: b.add_u64_field("event_lo", FAST),
+        session_hi: b.add_u64_field("session_hi", FAST),
+        session_lo: b.add_u64_field("session_lo", FAST),
         seq: b.add_u64_field("seq", INDEXED | STORED | FAST),
         source: b.add_text_field("source", STRING | STORED),
         chunk: b.add_u64_field("chunk", STORED),

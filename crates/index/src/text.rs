@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use tantivy::collector::TopDocs;
+use tantivy::columnar::Column;
 use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, RangeQuery, TermQuery, TermSetQuery};
 use tantivy::schema::{IndexRecordOption, Value};
 use tantivy::{DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term};
@@ -142,25 +143,18 @@ impl NamespaceIndex {
     fn scan_watermarks(&self) -> Result<Watermarks, IndexError> {
         let searcher = self.reader.searcher();
         let mut marks = Watermarks::default();
-        let mut buf = String::new();
         for seg in searcher.segment_readers() {
-            let ff = seg.fast_fields();
-            let seqs = ff.u64("seq")?;
-            let Some(sessions) = ff.str("session")? else { continue };
-            let mut max_by_ord: HashMap<u64, u64> = HashMap::new();
+            let c = IdColumns::open(seg)?;
+            let mut max_by_session: HashMap<Uuid, u64> = HashMap::new();
             for doc in 0..seg.max_doc() {
-                if let (Some(ord), Some(seq)) = (sessions.ords().first(doc), seqs.first(doc)) {
-                    let m = max_by_ord.entry(ord).or_default();
+                if let (Some(session), Some(seq)) = (c.session(doc), c.seq.first(doc)) {
+                    let m = max_by_session.entry(session).or_default();
                     *m = (*m).max(seq);
                 }
             }
-            for (ord, seq) in max_by_ord {
-                sessions.ord_to_str(ord, &mut buf).map_err(|e| IndexError::Task(e.to_string()))?;
-                if let Ok(id) = Uuid::try_parse(&buf) {
-                    let cur = marks.of(&id);
-                    if seq > cur {
-                        marks.set(id, seq);
-                    }
+            for (id, seq) in max_by_session {
+                if seq > marks.of(&id) {
+                    marks.set(id, seq);
                 }
             }
         }
@@ -241,38 +235,18 @@ impl NamespaceIndex {
             n *= 4;
         };
         let mut hits = Vec::with_capacity(top.len());
-        type Cols = (
-            tantivy::columnar::Column<u64>,
-            tantivy::columnar::StrColumn,
-            tantivy::columnar::Column<u64>,
-            tantivy::columnar::StrColumn,
-        );
-        let mut cols: HashMap<u32, Cols> = HashMap::new();
-        let mut buf = String::new();
+        let mut cols: HashMap<u32, IdColumns> = HashMap::new();
         for (score, addr) in top {
-            let (keys, ids, seqs, sessions) = match cols.entry(addr.segment_ord) {
+            let c = match cols.entry(addr.segment_ord) {
                 std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
                 std::collections::hash_map::Entry::Vacant(v) => {
-                    let ff = searcher.segment_reader(addr.segment_ord).fast_fields();
-                    let ids =
-                        ff.str("event_id")?.ok_or_else(|| IndexError::Task("event_id is not a fast field".into()))?;
-                    let sessions =
-                        ff.str("session")?.ok_or_else(|| IndexError::Task("session is not a fast field".into()))?;
-                    v.insert((ff.u64("doc_key")?, ids, ff.u64("seq")?, sessions))
+                    v.insert(IdColumns::open(searcher.segment_reader(addr.segment_ord))?)
                 }
             };
-            let doc_key = keys.first(addr.doc_id).unwrap_or(0);
-            let Some(ord) = ids.ords().first(addr.doc_id) else { continue };
-            ids.ord_to_str(ord, &mut buf).map_err(|e| IndexError::Task(e.to_string()))?;
-            let Ok(event_id) = Uuid::try_parse(&buf) else { continue };
-            let seq = seqs.first(addr.doc_id).unwrap_or(0);
-            let session = match sessions.ords().first(addr.doc_id) {
-                Some(o) => {
-                    sessions.ord_to_str(o, &mut buf).map_err(|e| IndexError::Task(e.to_string()))?;
-                    Uuid::try_parse(&buf).unwrap_or_default()
-                }
-                None => Uuid::nil(),
-            };
+            let Some(event_id) = c.event(addr.doc_id) else { continue };
+            let doc_key = c.doc_key.first(addr.doc_id).unwrap_or(0);
+            let seq = c.seq.first(addr.doc_id).unwrap_or(0);
+            let session = c.session(addr.doc_id).unwrap_or_default();
             hits.push(ChunkHit { addr, score, doc_key, event_id, session, seq });
         }
         hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.doc_key.cmp(&b.doc_key)));
@@ -351,11 +325,49 @@ impl NamespaceIndex {
     }
 }
 
+/// A segment's fast-field columns that identify a document's event.
+struct IdColumns {
+    event_hi: Column<u64>,
+    event_lo: Column<u64>,
+    session_hi: Column<u64>,
+    session_lo: Column<u64>,
+    seq: Column<u64>,
+    doc_key: Column<u64>,
+}
+
+impl IdColumns {
+    fn open(seg: &tantivy::SegmentReader) -> Result<IdColumns, IndexError> {
+        let ff = seg.fast_fields();
+        Ok(IdColumns {
+            event_hi: ff.u64("event_hi")?,
+            event_lo: ff.u64("event_lo")?,
+            session_hi: ff.u64("session_hi")?,
+            session_lo: ff.u64("session_lo")?,
+            seq: ff.u64("seq")?,
+            doc_key: ff.u64("doc_key")?,
+        })
+    }
+
+    fn event(&self, doc: u32) -> Option<Uuid> {
+        Some(Uuid::from_u64_pair(self.event_hi.first(doc)?, self.event_lo.first(doc)?))
+    }
+
+    fn session(&self, doc: u32) -> Option<Uuid> {
+        Some(Uuid::from_u64_pair(self.session_hi.first(doc)?, self.session_lo.first(doc)?))
+    }
+}
+
 fn to_document(f: &Fields, ns: &str, d: DocSpec) -> TantivyDocument {
     let mut doc = TantivyDocument::default();
-    doc.add_text(f.event_id, &d.event_id);
+    doc.add_text(f.event_id, d.event_id.to_string());
     doc.add_text(f.namespace, ns);
-    doc.add_text(f.session, &d.session);
+    doc.add_text(f.session, d.session.to_string());
+    let (event_hi, event_lo) = d.event_id.as_u64_pair();
+    let (session_hi, session_lo) = d.session.as_u64_pair();
+    doc.add_u64(f.event_hi, event_hi);
+    doc.add_u64(f.event_lo, event_lo);
+    doc.add_u64(f.session_hi, session_hi);
+    doc.add_u64(f.session_lo, session_lo);
     doc.add_u64(f.seq, d.seq);
     doc.add_text(f.source, d.source);
     doc.add_u64(f.chunk, u64::from(d.chunk));

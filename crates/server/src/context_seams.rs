@@ -63,19 +63,17 @@ impl CandidateSource for IndexSource {
             }
             let mut req = memex_index::SearchRequest::new(q.text.clone(), q.limit.max(1));
             req.filter.session_ids = q.sessions.clone();
-            // The pack places events in the full view itself.
-            req.with_lines = false;
             // A pack query (user message + task goals) is long; the vector list needs a model.
             if self.0.embedder().is_none() {
                 req.vector_weight = 0.0;
             }
-            let hits = self
+            // Only the ranking: the pack reads the events and places them in the full view itself.
+            let ranked = self
                 .0
-                .search(q.namespace_id, &req)
+                .rank(q.namespace_id, &req)
                 .await
-                .map_err(|e| ContextError::Seam { seam: "search index", message: e.to_string() })?
-                .hits;
-            Ok(hits
+                .map_err(|e| ContextError::Seam { seam: "search index", message: e.to_string() })?;
+            Ok(ranked
                 .into_iter()
                 .map(|h| SearchHit {
                     event_id: h.event_id,
