@@ -37,10 +37,10 @@ impl FullView for ViewFullView {
                         return None;
                     }
                     let chain = chains.first()?;
-                    let text = chain.read_lines(memex_vcc::LineRange::new(lines.first_line, lines.last_line));
+                    let range = memex_vcc::LineRange::new(lines.first_line, lines.last_line);
                     Some(ViewBlock {
                         range: LineRange { first: lines.first_line, last: lines.last_line },
-                        lines: text.into_iter().map(|l| l.text).collect(),
+                        lines: chain.read_line_texts(range),
                     })
                 })
                 .collect())

@@ -42,43 +42,51 @@ pub struct LineInfo {
     pub node_type: Option<String>,
 }
 
-struct Collector {
+/// Where a line sits: its section (index, role) and block (index, block), when it has them.
+type At<'a> = (Option<usize>, Option<&'a Role>, Option<(usize, &'a Block)>);
+
+/// Walks the lines of a range, handing each wanted one to `sink`.
+struct Collector<'s> {
     range: LineRange,
-    out: Vec<LineInfo>,
+    sink: &'s mut dyn FnMut(u32, &str, LineKind, At<'_>),
 }
 
-impl Collector {
-    fn wants(&self, n: u32) -> bool {
-        self.range.contains(n)
-    }
-
-    fn push(
-        &mut self,
-        n: u32,
-        text: &str,
-        kind: LineKind,
-        at: (Option<usize>, Option<&Role>, Option<(usize, &Block)>),
-    ) {
-        if !self.wants(n) {
-            return;
+impl Collector<'_> {
+    fn push(&mut self, n: u32, text: &str, kind: LineKind, at: At<'_>) {
+        if self.range.contains(n) {
+            (self.sink)(n, text, kind, at);
         }
-        let (section, role, block) = at;
-        self.out.push(LineInfo {
-            number: n,
-            text: text.to_string(),
-            kind,
-            section,
-            role: role.cloned(),
-            block: block.map(|(i, _)| i),
-            node_type: block.map(|(_, b)| b.kind().node_type()),
-        });
     }
 }
 
 impl Chain {
     /// The full-view lines in `range` (clamped to the view), in order.
     pub fn read_lines(&self, range: LineRange) -> Vec<LineInfo> {
-        let mut c = Collector { range, out: Vec::new() };
+        let mut out = Vec::new();
+        self.walk_lines(range, &mut |n, text, kind, (section, role, block)| {
+            out.push(LineInfo {
+                number: n,
+                text: text.to_string(),
+                kind,
+                section,
+                role: role.cloned(),
+                block: block.map(|(i, _)| i),
+                node_type: block.map(|(_, b)| b.kind().node_type()),
+            })
+        });
+        out
+    }
+
+    /// The texts of [`Chain::read_lines`]: the same lines without their structure, for callers
+    /// that only show them (context packs), at a fraction of the allocations.
+    pub fn read_line_texts(&self, range: LineRange) -> Vec<String> {
+        let mut out = Vec::new();
+        self.walk_lines(range, &mut |_, text, _, _| out.push(text.to_string()));
+        out
+    }
+
+    fn walk_lines(&self, range: LineRange, sink: &mut dyn FnMut(u32, &str, LineKind, At<'_>)) {
+        let mut c = Collector { range, sink };
         let first = self.sections.partition_point(|s| s.last_line < range.start);
         for (i, s) in self.sections.iter().enumerate().skip(first) {
             if s.header_line.saturating_sub(2) > range.end {
@@ -100,10 +108,9 @@ impl Chain {
             }
         }
         self.tail_lines(&mut c);
-        c.out
     }
 
-    fn block_lines(&self, c: &mut Collector, section: (usize, &Role), block: (usize, &Block)) {
+    fn block_lines(&self, c: &mut Collector<'_>, section: (usize, &Role), block: (usize, &Block)) {
         let b = block.1;
         if b.last_line < c.range.start || b.first_line > c.range.end {
             return;
@@ -125,7 +132,7 @@ impl Chain {
         }
     }
 
-    fn tail_lines(&self, c: &mut Collector) {
+    fn tail_lines(&self, c: &mut Collector<'_>) {
         c.push(self.body_lines, "", LineKind::Trailer, (None, None, None));
         if let Some(footer) = &self.footer {
             c.push(self.body_lines + 1, "", LineKind::Stats, (None, None, None));

@@ -80,6 +80,12 @@ fn check_pointers(bytes: &[u8]) {
         assert_eq!(all.len() as u32, chain.full_line_count());
         let joined: Vec<&str> = all.iter().map(|l| l.text.as_str()).collect();
         assert_eq!(joined.join("\n"), full, "read_lines reproduces the full view");
+        let n = chain.full_line_count();
+        for (a, b) in [(1, n), (n / 3 + 1, n / 2 + 1), (n, n)] {
+            let texts = chain.read_line_texts(LineRange::new(a, b));
+            let infos: Vec<String> = chain.read_lines(LineRange::new(a, b)).into_iter().map(|l| l.text).collect();
+            assert_eq!(texts, infos, "read_line_texts({a}-{b}) is read_lines' text");
+        }
         let ui = chain.ui_view(&UiOptions { truncate: 3, truncate_user: 5 });
         for p in &ui.pointers {
             match &p.kind {
