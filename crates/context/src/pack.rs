@@ -21,7 +21,8 @@ use crate::task::parse_state;
 use crate::window::{is_evicted, parse_manifest};
 use crate::{ContextEngine, ContextError, Result};
 
-/// Newest events read per round trip for the recent tail.
+/// Newest events read per round trip for the recent tail (the first read takes two pages: one
+/// page rarely fills the default tail budget, and each round trip costs more than the rows).
 const TAIL_PAGE: u32 = 48;
 
 /// The name of the store's own lexical scan, the search of packs when no source is plugged in.
@@ -125,7 +126,7 @@ impl ContextEngine {
         let (ctx, (_, evictions, manifest_rows), mut newest, system_events) = tokio::try_join!(
             self.store.pack_context(namespace_id, session_id, req.task_id.as_deref()),
             self.store.window_state(namespace_id, session_id),
-            self.store.events_newest_first(namespace_id, session_id, None, TAIL_PAGE),
+            self.store.events_newest_first(namespace_id, session_id, None, 2 * TAIL_PAGE),
             self.store.standing_events(namespace_id, &own, true, 50),
         )?;
         let task_id = ctx.task_id.clone();
@@ -175,24 +176,23 @@ impl ContextEngine {
         let complete = newest.len() % TAIL_PAGE as usize != 0;
         let mut tail_events: Vec<Event> = newest.into_iter().filter(|e| !is_evicted(&evictions, e.seq)).collect();
         tail_events.reverse();
-        let tail_ctx = self.context_events(namespace_id, &tail_events).await?;
-        let tail_views = self.full_view.locate(namespace_id, session_id, &tail_ctx).await?;
-        let mut tail: Vec<(u64, TailEntry)> = tail_ctx
+        // Placed in the full view together with the candidates, below: one lookup of the session.
+        let tail_ctx: Vec<ContextEvent> = self
+            .context_events(namespace_id, &tail_events)
+            .await?
             .into_iter()
-            .zip(tail_views)
-            .filter(|(e, _)| e.kind != EventKind::System)
-            .map(|(event, view)| (event.seq, TailEntry::Event { event, view }))
+            .filter(|e| e.kind != EventKind::System)
             .collect();
-        let oldest_tail = tail.first().map_or(u64::MAX, |(s, _)| *s);
+        let oldest_tail = tail_ctx.first().map_or(u64::MAX, |e| e.seq);
+        let mut tail_manifests: Vec<(u64, TailEntry)> = Vec::new();
         let mut manifests = Vec::with_capacity(manifest_rows.len());
         for m in &manifest_rows {
             let parsed = parse_manifest(m)?;
             if parsed.position() >= oldest_tail || complete {
-                tail.push((parsed.position(), TailEntry::Manifest { id: m.id, text: m.rendered.clone() }));
+                tail_manifests.push((parsed.position(), TailEntry::Manifest { id: m.id, text: m.rendered.clone() }));
             }
             manifests.push(parsed);
         }
-        tail.sort_by_key(|(pos, e)| (*pos, matches!(e, TailEntry::Event { .. })));
         let mut system = req.system_prompt.trim_end().to_owned();
         for e in system_events.iter().rev() {
             if !system.is_empty() {
@@ -243,7 +243,15 @@ impl ContextEngine {
             }
         }
         clock.lap(3);
-        let candidates = self.candidates(namespace_id, task_id.as_deref(), g, embeddings).await?;
+        let (candidates, tail_views) =
+            self.candidates(namespace_id, task_id.as_deref(), g, embeddings, &tail_ctx).await?;
+        let mut tail: Vec<(u64, TailEntry)> = tail_ctx
+            .into_iter()
+            .zip(tail_views)
+            .map(|(event, view)| (event.seq, TailEntry::Event { event, view }))
+            .chain(tail_manifests)
+            .collect();
+        tail.sort_by_key(|(pos, e)| (*pos, matches!(e, TailEntry::Event { .. })));
         clock.lap(4);
 
         let task_card = ctx.state.as_ref().map(|r| r.rendered.clone());
@@ -453,13 +461,15 @@ impl ContextEngine {
     }
 
     /// Turns gathered events into candidates: task, supersession, premises, full-view blocks.
+    /// Also places the `tail` events in the full view (one lookup per session for both).
     async fn candidates(
         &self,
         namespace_id: Uuid,
         task_id: Option<&str>,
         g: Gathered,
         mut embeddings: HashMap<Uuid, Vec<f32>>,
-    ) -> Result<Vec<Candidate>> {
+        tail: &[ContextEvent],
+    ) -> Result<(Vec<Candidate>, Vec<Option<ViewBlock>>)> {
         let (events, sources): (Vec<Event>, Vec<Sources>) = g.events.into_values().unzip();
         let ctx = self.context_events(namespace_id, &events).await?;
         // Supersession is read from the candidates themselves: an event that supersedes another is
@@ -473,11 +483,12 @@ impl ContextEngine {
             versions.dedup();
             premises.extend(self.premises_of(namespace_id, t, &versions).await?);
         }
-        let views = self.views(namespace_id, &ctx).await?;
-        Ok(ctx
+        let mut views = self.views(namespace_id, tail, &ctx).await?;
+        let candidate_views = views.split_off(tail.len());
+        let candidates = ctx
             .into_iter()
             .zip(sources)
-            .zip(views)
+            .zip(candidate_views)
             .map(|((event, sources), view)| {
                 let p = (event.task_id.as_deref() == task_id && task_id.is_some())
                     .then(|| event.task_state_version.and_then(|v| premises.get(&v)).map(|p| p.as_ref().clone()))
@@ -491,11 +502,18 @@ impl ContextEngine {
                     event,
                 }
             })
-            .collect())
+            .collect();
+        Ok((candidates, views))
     }
 
-    /// Full-view blocks of events of any sessions, in the order given.
-    async fn views(&self, namespace_id: Uuid, events: &[ContextEvent]) -> Result<Vec<Option<ViewBlock>>> {
+    /// Full-view blocks of the events of `a` then `b` (of any sessions), in that order.
+    async fn views(
+        &self,
+        namespace_id: Uuid,
+        a: &[ContextEvent],
+        b: &[ContextEvent],
+    ) -> Result<Vec<Option<ViewBlock>>> {
+        let events: Vec<&ContextEvent> = a.iter().chain(b).collect();
         let mut by_session: BTreeMap<Uuid, Vec<usize>> = BTreeMap::new();
         for (i, e) in events.iter().enumerate() {
             by_session.entry(e.session_id).or_default().push(i);

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use tantivy::collector::TopDocs;
 use tantivy::columnar::Column;
-use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, RangeQuery, TermQuery, TermSetQuery};
+use tantivy::query::{BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, RangeQuery, TermQuery, TermSetQuery};
 use tantivy::schema::{IndexRecordOption, Value};
 use tantivy::{DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term};
 use uuid::Uuid;
@@ -282,10 +282,22 @@ impl NamespaceIndex {
         }
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, Box::new(text))];
         let mut set = |field, values: Vec<String>| {
-            if !values.is_empty() {
-                let terms = values.iter().map(|v| Term::from_field_text(field, v));
-                clauses.push((Occur::Must, Box::new(TermSetQuery::new(terms))));
+            if values.is_empty() {
+                return;
             }
+            let terms = values.iter().map(|v| Term::from_field_text(field, v));
+            // A TermSetQuery builds an FST of its terms for every segment it runs on: more than a
+            // whole pack's query costs when the set is a session or two. A union of term queries
+            // answers small sets without building anything; constant 1.0, the score a TermSetQuery
+            // adds, so ranks and scores are the same either way.
+            let q: Box<dyn Query> = if values.len() <= SMALL_TERM_SET {
+                let any = terms
+                    .map(|t| (Occur::Should, Box::new(TermQuery::new(t, IndexRecordOption::Basic)) as Box<dyn Query>));
+                Box::new(ConstScoreQuery::new(Box::new(BooleanQuery::new(any.collect())), 1.0))
+            } else {
+                Box::new(TermSetQuery::new(terms))
+            };
+            clauses.push((Occur::Must, q));
         };
         set(f.session, filter.session_ids.iter().map(Uuid::to_string).collect());
         set(f.task, filter.task_ids.clone());
@@ -324,6 +336,9 @@ impl NamespaceIndex {
         })
     }
 }
+
+/// Filter sets up to this size are a union of term queries, larger ones a `TermSetQuery`.
+const SMALL_TERM_SET: usize = 16;
 
 /// A segment's fast-field columns that identify a document's event.
 struct IdColumns {
@@ -455,6 +470,38 @@ mod tests {
         let mut want: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
         want.sort();
         assert_eq!(read, want);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// Small session filters take a union of term queries, large ones a TermSetQuery: the same
+    /// documents with the same scores either way, and the ids read back from the fast fields.
+    #[tokio::test]
+    async fn small_and_large_session_filters_agree() {
+        let dir = std::env::temp_dir().join(format!("memex-text-filter-{}", Uuid::now_v7().simple()));
+        let (idx, _) = NamespaceIndex::open(&dir, Uuid::from_u128(1)).unwrap();
+        let texts = ["alpha common", "beta common common", "gamma", "common delta words here"];
+        let mut events = Vec::new();
+        for (i, t) in texts.iter().enumerate() {
+            let mut e = event(i as u64 + 1, t);
+            e.session_id = Uuid::from_u128(10 + (i as u128 % 2));
+            idx.add(crate::doc::event_docs(&e, None, LineRange::UNKNOWN, ChunkOptions::default(), "")).await.unwrap();
+            events.push(e);
+        }
+        idx.commit().await.unwrap();
+        let searcher = idx.searcher();
+        let terms = vec!["common".to_owned()];
+        let small = SearchFilter { session_ids: vec![Uuid::from_u128(10)], ..SearchFilter::default() };
+        let mut large = small.clone();
+        large.session_ids.extend((100..100 + SMALL_TERM_SET as u128).map(Uuid::from_u128));
+        let a = idx.search(&terms, &small, 10, 0.0, &searcher).unwrap();
+        let b = idx.search(&terms, &large, 10, 0.0, &searcher).unwrap();
+        let view = |h: &[ChunkHit]| h.iter().map(|c| (c.event_id, c.session, c.seq, c.score)).collect::<Vec<_>>();
+        assert_eq!(view(&a), view(&b));
+        // Session 10 holds events 1 and 3; only event 1 says "common".
+        assert_eq!(
+            view(&a).iter().map(|h| (h.0, h.1, h.2)).collect::<Vec<_>>(),
+            vec![(events[0].id, events[0].session_id, 1)]
+        );
         let _ = std::fs::remove_dir_all(dir);
     }
 }
