@@ -520,8 +520,8 @@ impl ContextEngine {
         }
         let mut out = vec![None; events.len()];
         for (session, idx) in by_session {
-            let group: Vec<ContextEvent> = idx.iter().map(|&i| events[i].clone()).collect();
-            let found = self.full_view.locate(namespace_id, session, &group).await?;
+            let seqs: Vec<u64> = idx.iter().map(|&i| events[i].seq).collect();
+            let found = self.full_view.locate(namespace_id, session, &seqs).await?;
             for (i, v) in idx.into_iter().zip(found) {
                 out[i] = v;
             }

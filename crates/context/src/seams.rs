@@ -1,7 +1,7 @@
 //! The seams where other parts of memex plug into the context engine. Each has one honest default
 //! that claims nothing it cannot know.
 use futures::future::BoxFuture;
-use memex_pointer::{ContextEvent, ViewBlock};
+use memex_pointer::ViewBlock;
 use uuid::Uuid;
 
 use crate::ContextError;
@@ -9,12 +9,12 @@ use crate::ContextError;
 /// The VCC full view of a session: where each event sits (its line range) and its lines there.
 /// Pointers cite `(session:first-last)` when it answers, `(session@seq)` when it does not.
 pub trait FullView: Send + Sync {
-    /// One answer per event, in order; `None` for an event it cannot place.
+    /// One answer per event of the session (by seq), in order; `None` for one it cannot place.
     fn locate<'a>(
         &'a self,
         namespace_id: Uuid,
         session_id: Uuid,
-        events: &'a [ContextEvent],
+        seqs: &'a [u64],
     ) -> BoxFuture<'a, Result<Vec<Option<ViewBlock>>, ContextError>>;
 }
 
@@ -27,9 +27,9 @@ impl FullView for NoFullView {
         &'a self,
         _: Uuid,
         _: Uuid,
-        events: &'a [ContextEvent],
+        seqs: &'a [u64],
     ) -> BoxFuture<'a, Result<Vec<Option<ViewBlock>>, ContextError>> {
-        Box::pin(async move { Ok(vec![None; events.len()]) })
+        Box::pin(async move { Ok(vec![None; seqs.len()]) })
     }
 }
 

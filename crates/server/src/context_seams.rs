@@ -5,7 +5,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use memex_context::{CandidateSource, ContextError, FullView, IndexStatus, SearchHit, SearchQuery};
 use memex_index::SearchIndex;
-use memex_pointer::{ContextEvent, LineRange, ViewBlock};
+use memex_pointer::{LineRange, ViewBlock};
 use uuid::Uuid;
 
 use crate::views::Views;
@@ -18,19 +18,18 @@ impl FullView for ViewFullView {
         &'a self,
         namespace_id: Uuid,
         session_id: Uuid,
-        events: &'a [ContextEvent],
+        seqs: &'a [u64],
     ) -> BoxFuture<'a, Result<Vec<Option<ViewBlock>>, ContextError>> {
         Box::pin(async move {
             let seam = |message: String| ContextError::Seam { seam: "full view", message };
             let compiled = self.0.compiled(namespace_id, session_id).await.map_err(|s| seam(s.message().to_owned()))?;
-            let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
             let by_seq =
-                self.0.lines_in(namespace_id, &compiled, &seqs).await.map_err(|s| seam(s.message().to_owned()))?;
+                self.0.lines_in(namespace_id, &compiled, seqs).await.map_err(|s| seam(s.message().to_owned()))?;
             let chains = compiled.trace.chains();
-            Ok(events
+            Ok(seqs
                 .iter()
-                .map(|e| {
-                    let lines = *by_seq.get(&e.seq)?;
+                .map(|seq| {
+                    let lines = *by_seq.get(seq)?;
                     // Pointers cite one line space; events of later chains (after a compaction
                     // inside an imported trace) are cited by seq.
                     if lines.chain != 1 {

@@ -116,7 +116,7 @@ impl ContextService for Context {
             historical: r.historical,
         };
         let built = st.context.build_pack(ns.id, req).await.map_err(|e| context_status(&e))?;
-        Ok(Response::new(wire::pack_out(&ns.name, &built)))
+        Ok(Response::new(wire::pack_out(&ns.name, built)))
     }
 
     async fn get_pack(&self, request: Request<pb::GetPackRequest>) -> Result<Response<pb::Pack>, Status> {
@@ -124,6 +124,6 @@ impl ContextService for Context {
         let ns = st.auth.scope(&request, &request.get_ref().namespace, Access::Read).await?;
         let id = parse_uuid("pack_id", &request.get_ref().pack_id)?;
         let built = st.context.pack(ns.id, id).await.map_err(|e| context_status(&e))?;
-        Ok(Response::new(wire::pack_out(&ns.name, &built)))
+        Ok(Response::new(wire::pack_out(&ns.name, built)))
     }
 }

@@ -323,8 +323,9 @@ fn decision_out(d: &Decision) -> pb::CandidateDecision {
     }
 }
 
-pub fn pack_out(ns: &str, b: &BuiltPack) -> pb::Pack {
-    let p = &b.pack;
+/// Consumes the pack: its text and blocks are most of a response's bytes, moved rather than copied.
+pub fn pack_out(ns: &str, b: BuiltPack) -> pb::Pack {
+    let p = b.pack;
     pb::Pack {
         pack_id: b.id.to_string(),
         namespace: ns.to_owned(),
@@ -333,15 +334,15 @@ pub fn pack_out(ns: &str, b: &BuiltPack) -> pb::Pack {
         task_state_version: b.task_state_version.unwrap_or(0),
         tokenizer: b.tokenizer.name().to_owned(),
         role: role_out(b.role),
-        text: p.text.clone(),
+        text: p.text,
         tokens: p.tokens as u32,
         budgets: Some(budgets_out(&p.budgets)),
         blocks: p
             .blocks
-            .iter()
+            .into_iter()
             .map(|bl| pb::PackBlock {
                 kind: block_name(bl.kind).to_owned(),
-                text: bl.text.clone(),
+                text: bl.text,
                 tokens: bl.tokens as u32,
                 budget: bl.budget as u32,
             })
