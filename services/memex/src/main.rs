@@ -4,6 +4,12 @@ mod cmd;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+/// mimalloc rather than glibc's malloc: a pack allocates and frees thousands of strings (event
+/// texts, view lines) across worker threads, and glibc's arenas spent a quarter of the server's
+/// CPU on it (`memex bench pack`, see CHANGELOG).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "memex", version, about = "Context management for fleets of LLM agents")]
 struct Cli {
