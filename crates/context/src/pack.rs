@@ -80,8 +80,21 @@ const PACK_ZSTD_LEVEL: i32 = 1;
 /// A pack as stored: its JSON, zstd-compressed.
 fn compress_pack(pack: &RetrievalPack) -> Result<Vec<u8>> {
     let json = serde_json::to_vec(pack).map_err(|e| ContextError::Corrupt { what: "pack", message: e.to_string() })?;
-    zstd::encode_all(json.as_slice(), PACK_ZSTD_LEVEL)
-        .map_err(|e| ContextError::Corrupt { what: "pack", message: format!("compression: {e}") })
+    thread_local! {
+        // A compression context per thread: creating one per pack (zeroed tables) cost as much
+        // as the compression itself.
+        static COMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    let failed = |e: std::io::Error| ContextError::Corrupt { what: "pack", message: format!("compression: {e}") };
+    COMPRESSOR.with(|c| {
+        let mut c = c.borrow_mut();
+        let compressor = match c.as_mut() {
+            Some(z) => z,
+            None => c.insert(zstd::bulk::Compressor::new(PACK_ZSTD_LEVEL).map_err(failed)?),
+        };
+        compressor.compress(&json).map_err(failed)
+    })
 }
 
 fn pack_error(e: PackError) -> ContextError {

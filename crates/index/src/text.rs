@@ -29,6 +29,9 @@ pub(crate) struct NamespaceIndex {
     /// Serialises catch-ups; holds the watermarks. Held across the database reads of a catch-up so
     /// a concurrent query waits for it rather than answering from a stale index.
     pub state: tokio::sync::Mutex<Watermarks>,
+    /// Each live segment's id columns: opening them decodes column headers, a cost per segment
+    /// per query otherwise. Segments are immutable; entries of merged-away ones are dropped.
+    columns: Mutex<HashMap<tantivy::index::SegmentId, Arc<IdColumns>>>,
 }
 
 /// Indexed seq per session (every event up to it has its documents committed), and their sum.
@@ -131,6 +134,7 @@ impl NamespaceIndex {
             fields,
             writer: Arc::new(Mutex::new(writer)),
             state: tokio::sync::Mutex::new(Watermarks::default()),
+            columns: Mutex::new(HashMap::new()),
         };
         let marks = ni.scan_watermarks()?;
         *ni.state.try_lock().map_err(|e| IndexError::Task(e.to_string()))? = marks;
@@ -235,13 +239,11 @@ impl NamespaceIndex {
             n *= 4;
         };
         let mut hits = Vec::with_capacity(top.len());
-        let mut cols: HashMap<u32, IdColumns> = HashMap::new();
+        let mut cols: HashMap<u32, Arc<IdColumns>> = HashMap::new();
         for (score, addr) in top {
             let c = match cols.entry(addr.segment_ord) {
                 std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert(IdColumns::open(searcher.segment_reader(addr.segment_ord))?)
-                }
+                std::collections::hash_map::Entry::Vacant(v) => v.insert(self.id_columns(searcher, addr.segment_ord)?),
             };
             let Some(event_id) = c.event(addr.doc_id) else { continue };
             let doc_key = c.doc_key.first(addr.doc_id).unwrap_or(0);
@@ -312,6 +314,25 @@ impl NamespaceIndex {
             clauses.push((Occur::Must, Box::new(RangeQuery::new(bound(filter.time.from), bound(filter.time.to)))));
         }
         BooleanQuery::new(clauses)
+    }
+
+    /// The id columns of a segment of `searcher`, from the cache when it has them.
+    fn id_columns(&self, searcher: &Searcher, segment_ord: u32) -> Result<Arc<IdColumns>, IndexError> {
+        let seg = searcher.segment_reader(segment_ord);
+        let poisoned = || IndexError::Task("id column cache lock poisoned".into());
+        if let Some(c) = self.columns.lock().map_err(|_| poisoned())?.get(&seg.segment_id()) {
+            return Ok(c.clone());
+        }
+        let c = Arc::new(IdColumns::open(seg)?);
+        let mut cache = self.columns.lock().map_err(|_| poisoned())?;
+        if cache.len() >= 2 * searcher.segment_readers().len().max(8) {
+            // Merges leave entries of segments no searcher reads any more: keep the live ones.
+            let live: std::collections::HashSet<tantivy::index::SegmentId> =
+                searcher.segment_readers().iter().map(|s| s.segment_id()).collect();
+            cache.retain(|id, _| live.contains(id));
+        }
+        cache.insert(seg.segment_id(), c.clone());
+        Ok(c)
     }
 
     /// A point-in-time view of the index. A `DocAddress` is only meaningful in the searcher that

@@ -118,6 +118,7 @@ pub async fn run(args: PackArgs) -> anyhow::Result<()> {
         "events": args.events, "seconds": args.seconds, "retrieval_budget": args.retrieval,
         "packs": main.count, "errors": main.errors, "achieved_per_sec": round(main.achieved),
         "p50_ms": round(main.p50_ms), "p90_ms": round(main.p90_ms), "p99_ms": round(main.p99_ms), "max_ms": round(main.max_ms),
+        "cpu_ms_per_pack": main.cpu.map(|(m, _)| round(m)), "process_cpu_ms_per_pack": main.cpu.map(|(_, p)| round(p)),
         "phases_ms": breakdown,
         "saturation": saturation,
     });
@@ -147,15 +148,37 @@ struct PhaseResult {
     p90_ms: f64,
     p99_ms: f64,
     max_ms: f64,
+    /// CPU time per pack (ms): the whole machine's (server, Postgres, this client) and this
+    /// process's (server and client); None where /proc is not there.
+    cpu: Option<(f64, f64)>,
 }
 
 impl PhaseResult {
     fn line(&self, offered: f64) -> String {
+        let cpu = match self.cpu {
+            Some((machine, process)) => format!("; CPU per pack {machine:.2} ms (this process {process:.2} ms)"),
+            None => String::new(),
+        };
         format!(
-            "{} packs ({} errors), offered {offered:.0}/s, achieved {:.0}/s; latency p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            "{} packs ({} errors), offered {offered:.0}/s, achieved {:.0}/s; latency p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms{cpu}",
             self.count, self.errors, self.achieved, self.p50_ms, self.p90_ms, self.p99_ms, self.max_ms
         )
     }
+}
+
+/// CPU seconds used so far: the machine's busy time (`/proc/stat`) and this process's
+/// (`/proc/self/stat`). Linux reports both in USER_HZ ticks, 100 per second on every platform.
+fn cpu_seconds() -> Option<(f64, f64)> {
+    const TICKS: f64 = 100.0;
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let cpu: Vec<f64> = stat.lines().next()?.split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect();
+    // user nice system idle iowait irq softirq steal: busy is all but idle and iowait.
+    let busy = cpu.get(..8)?.iter().enumerate().filter(|(i, _)| *i != 3 && *i != 4).map(|(_, v)| v).sum::<f64>();
+    let own = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let fields: Vec<&str> = own.rsplit_once(") ")?.1.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((busy / TICKS, (utime + stime) / TICKS))
 }
 
 /// One open-loop phase at `rate` packs/s per worker for `seconds`.
@@ -173,6 +196,7 @@ async fn phase(
     for _ in 0..8 {
         clients.push(super::bench::context_clients(conn).await?.0);
     }
+    let cpu_before = cpu_seconds();
     let start = Instant::now() + Duration::from_millis(50);
     let end = start + Duration::from_secs_f64(seconds);
     let interval = Duration::from_secs_f64(1.0 / rate);
@@ -227,6 +251,11 @@ async fn phase(
     }
     let elapsed = start.elapsed().as_secs_f64().max(seconds);
     let h = hist.lock().map_err(|_| anyhow::anyhow!("histogram lock poisoned"))?;
+    let packs = h.len().max(1) as f64;
+    let cpu = match (cpu_before, cpu_seconds()) {
+        (Some((m0, p0)), Some((m1, p1))) => Some(((m1 - m0) * 1000.0 / packs, (p1 - p0) * 1000.0 / packs)),
+        _ => None,
+    };
     let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
     Ok(PhaseResult {
         count: h.len(),
@@ -236,6 +265,7 @@ async fn phase(
         p90_ms: ms(0.9),
         p99_ms: ms(0.99),
         max_ms: h.max() as f64 / 1000.0,
+        cpu,
     })
 }
 
