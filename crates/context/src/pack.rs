@@ -25,6 +25,9 @@ use crate::{ContextEngine, ContextError, Result};
 /// page rarely fills the default tail budget, and each round trip costs more than the rows).
 const TAIL_PAGE: u32 = 48;
 
+/// Newest system events of the session read for the system block.
+const SYSTEM_EVENTS: u32 = 50;
+
 /// The name of the store's own lexical scan, the search of packs when no source is plugged in.
 pub(crate) const STORE_SCAN: &str = "store-scan";
 
@@ -133,14 +136,11 @@ impl ContextEngine {
         let budgets = req.budgets.unwrap_or(self.cfg.budgets);
         budgets.check().map_err(pack_error)?;
         let session_id = req.session_id;
-        let own = [session_id];
-        // Round trip 1 (concurrent): the session and its task, the window, the newest events, the
-        // session's system events.
-        let (ctx, (_, evictions, manifest_rows), mut newest, system_events) = tokio::try_join!(
+        // Round trip 1 (concurrent): the session and its task, the window, the newest events.
+        let (ctx, (_, evictions, manifest_rows), mut newest) = tokio::try_join!(
             self.store.pack_context(namespace_id, session_id, req.task_id.as_deref()),
             self.store.window_state(namespace_id, session_id),
             self.store.events_newest_first(namespace_id, session_id, None, 2 * TAIL_PAGE),
-            self.store.standing_events(namespace_id, &own, true, 50),
         )?;
         let task_id = ctx.task_id.clone();
         if let Some(t) = &ctx.session_task {
@@ -206,13 +206,6 @@ impl ContextEngine {
             }
             manifests.push(parsed);
         }
-        let mut system = req.system_prompt.trim_end().to_owned();
-        for e in system_events.iter().rev() {
-            if !system.is_empty() {
-                system.push('\n');
-            }
-            system.push_str(e.content.trim_end());
-        }
         clock.lap(1);
 
         // Candidates (A.2 lines 2–6), gathered concurrently: key pointers, standing items,
@@ -231,9 +224,16 @@ impl ContextEngine {
             sessions: scope.clone(),
             limit: self.cfg.search_limit,
         };
-        let (pointed, standing, anchored, searched) = tokio::try_join!(
+        let (pointed, (standing, system_events), anchored, searched) = tokio::try_join!(
             self.expand_pointers(namespace_id, &state, &scope),
-            async { Ok(self.store.standing_events(namespace_id, &scope, false, self.cfg.standing_limit).await?) },
+            async {
+                // The session's system events (the system block) come in the same round trip.
+                let limit = self.cfg.standing_limit;
+                Ok(self
+                    .store
+                    .standing_and_system_events(namespace_id, &scope, limit, session_id, SYSTEM_EVENTS)
+                    .await?)
+            },
             async {
                 if anchors.is_empty() {
                     Ok(Vec::new())
@@ -244,6 +244,13 @@ impl ContextEngine {
             self.search(namespace_id, &q),
         )?;
         clock.lap(2);
+        let mut system = req.system_prompt.trim_end().to_owned();
+        for e in system_events.iter().rev() {
+            if !system.is_empty() {
+                system.push('\n');
+            }
+            system.push_str(e.content.trim_end());
+        }
         let mut g = Gathered::default();
         g.add(pointed, Sources { pointer: true, ..Sources::default() });
         g.add(standing, Sources { pinned: true, ..Sources::default() });

@@ -48,6 +48,44 @@ impl Store {
         Ok(rows.into_iter().map(|(id, seq, kind)| (id, seq as u64, kind)).collect())
     }
 
+    /// [`Store::standing_events`] of `sessions` (at most `limit`) and the system events of
+    /// `own` (at most `system_limit`), in one round trip: a pack needs both.
+    pub async fn standing_and_system_events(
+        &self,
+        namespace_id: Uuid,
+        sessions: &[Uuid],
+        limit: u32,
+        own: Uuid,
+        system_limit: u32,
+    ) -> Result<(Vec<Event>, Vec<Event>)> {
+        // Each branch repeats the partial index's predicate verbatim, so the index is used.
+        let sql = format!(
+            "({EVENT_SELECT} WHERE e.session_id = ANY($1) AND e.namespace_id = $2
+               AND (e.kind IN ('decision', 'constraint', 'report', 'system')
+                    OR (e.metadata ->> 'pin') = 'true' OR e.metadata ? 'supersedes')
+               AND e.kind <> 'system'
+             ORDER BY e.session_id, e.seq DESC LIMIT $3)
+             UNION ALL
+             ({EVENT_SELECT} WHERE e.session_id = $4 AND e.namespace_id = $2
+               AND (e.kind IN ('decision', 'constraint', 'report', 'system')
+                    OR (e.metadata ->> 'pin') = 'true' OR e.metadata ? 'supersedes')
+               AND e.kind = 'system'
+             ORDER BY e.seq DESC LIMIT $5)
+             ORDER BY session_id, seq DESC"
+        );
+        let rows: Vec<EventRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(sessions)
+            .bind(namespace_id)
+            .bind(i64::from(limit))
+            .bind(own)
+            .bind(i64::from(system_limit))
+            .fetch_all(&self.pool)
+            .await?;
+        let (system, standing): (Vec<Event>, Vec<Event>) =
+            rows.into_iter().map(event_from_row).partition(|e| e.kind == "system");
+        Ok((standing, system))
+    }
+
     /// Standing items of these sessions — decisions, constraints, reports, pinned events and
     /// events that supersede another; with `system`, system events only — newest first, at most
     /// `limit`.
