@@ -231,8 +231,8 @@ impl NamespaceIndex {
         let mut n = limit;
         let top = loop {
             let top = searcher.search(&query, &TopDocs::with_limit(n).order_by_score())?;
-            let cut = top.get(limit - 1).map(|t| t.0);
-            let complete = top.len() < n || n >= 1 << 20 || top.last().map(|t| t.0) < cut;
+            let cut = top.get(limit - 1).map(|t| stable_score(t.0));
+            let complete = top.len() < n || n >= 1 << 20 || top.last().map(|t| stable_score(t.0)) < cut;
             if complete {
                 break top;
             }
@@ -249,7 +249,7 @@ impl NamespaceIndex {
             let doc_key = c.doc_key.first(addr.doc_id).unwrap_or(0);
             let seq = c.seq.first(addr.doc_id).unwrap_or(0);
             let session = c.session(addr.doc_id).unwrap_or_default();
-            hits.push(ChunkHit { addr, score, doc_key, event_id, session, seq });
+            hits.push(ChunkHit { addr, score: stable_score(score), doc_key, event_id, session, seq });
         }
         hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.doc_key.cmp(&b.doc_key)));
         Ok(hits)
@@ -356,6 +356,16 @@ impl NamespaceIndex {
             text: text(f.text),
         })
     }
+}
+
+/// A BM25 score rounded to 14 significant bits. Tantivy sums a document's term scores in an order
+/// that depends on the segment layout (block-WAND), and an index rebuilt from the same events
+/// (whose indexing threads split documents into segments differently) can differ from the live
+/// one in the last bits: seen as one hit ranked 5th in one index and 12th in the other. Rounded,
+/// the scores agree (unless a last-bit difference straddles a rounding step, 2^-9 as likely) and
+/// ties fall to `doc_key`. Scores are positive and finite: the rounding carries into the exponent.
+fn stable_score(s: f32) -> f32 {
+    f32::from_bits((s.to_bits() + 0x100) & !0x1FF)
 }
 
 /// Filter sets up to this size are a union of term queries, larger ones a `TermSetQuery`.
@@ -524,5 +534,15 @@ mod tests {
             vec![(events[0].id, events[0].session_id, 1)]
         );
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn stable_scores_round_away_last_bit_differences() {
+        let a = 12.345_678_f32;
+        let b = f32::from_bits(a.to_bits() + 1);
+        assert_eq!(stable_score(a), stable_score(b));
+        assert!((stable_score(a) - a).abs() <= a * 1e-3);
+        assert!(stable_score(2.0) > stable_score(1.999));
+        assert_eq!(stable_score(1.0), 1.0);
     }
 }
