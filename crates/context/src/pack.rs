@@ -527,7 +527,7 @@ impl ContextEngine {
     }
 
     /// Full-view blocks of the events of `a` then `b` (of any sessions), in that order.
-    async fn views(
+    pub(crate) async fn views(
         &self,
         namespace_id: Uuid,
         a: &[ContextEvent],

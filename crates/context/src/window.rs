@@ -104,8 +104,7 @@ impl ContextEngine {
         let resident: Vec<Event> = events.into_iter().filter(|e| !is_evicted(&evictions, e.seq)).collect();
         let events = self.context_events(namespace_id, &resident).await?;
         let counter = self.counter(tokenizer.unwrap_or(self.cfg.tokenizer));
-        let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
-        let views = self.full_view.locate(namespace_id, session_id, &seqs).await?;
+        let views = self.views(namespace_id, &events, &[]).await?;
         let tokens =
             events.iter().zip(&views).map(|(e, v)| counter.count(&render_event("s1", e, v.as_ref()))).sum::<usize>()
                 + manifests.iter().map(|m| counter.count(&m.rendered)).sum::<usize>();
@@ -137,8 +136,7 @@ impl ContextEngine {
         let all = self.all_events(namespace_id, session_id).await?;
         let resident: Vec<Event> = all.into_iter().filter(|e| !is_evicted(&evictions, e.seq)).collect();
         let events = self.context_events(namespace_id, &resident).await?;
-        let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
-        let views = self.full_view.locate(namespace_id, session_id, &seqs).await?;
+        let views = self.views(namespace_id, &events, &[]).await?;
         // The task-state card is outside the evictable window, like the system prompt.
         let task = self.tasks_of(namespace_id, &[session_id]).await?.remove(&session_id).flatten();
         let (task_version, card_tokens) = match &task {

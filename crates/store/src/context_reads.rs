@@ -48,8 +48,9 @@ impl Store {
         Ok(rows.into_iter().map(|(id, seq, kind)| (id, seq as u64, kind)).collect())
     }
 
-    /// [`Store::standing_events`] of `sessions` (at most `limit`) and the system events of
-    /// `own` (at most `system_limit`), in one round trip: a pack needs both.
+    /// Standing items of `sessions` — decisions, constraints, reports, pinned events and events
+    /// that supersede another; at most `limit` — and the system events of `own` (at most
+    /// `system_limit`), each newest first, in one round trip: a pack needs both.
     pub async fn standing_and_system_events(
         &self,
         namespace_id: Uuid,
@@ -84,34 +85,6 @@ impl Store {
         let (system, standing): (Vec<Event>, Vec<Event>) =
             rows.into_iter().map(event_from_row).partition(|e| e.kind == "system");
         Ok((standing, system))
-    }
-
-    /// Standing items of these sessions — decisions, constraints, reports, pinned events and
-    /// events that supersede another; with `system`, system events only — newest first, at most
-    /// `limit`.
-    pub async fn standing_events(
-        &self,
-        namespace_id: Uuid,
-        sessions: &[Uuid],
-        system: bool,
-        limit: u32,
-    ) -> Result<Vec<Event>> {
-        // The first condition is the partial index's predicate, verbatim, so the index is used.
-        let sql = format!(
-            "{EVENT_SELECT} WHERE e.session_id = ANY($1) AND e.namespace_id = $2
-               AND (e.kind IN ('decision', 'constraint', 'report', 'system')
-                    OR (e.metadata ->> 'pin') = 'true' OR e.metadata ? 'supersedes')
-               AND ((e.kind = 'system') = $3)
-             ORDER BY e.session_id, e.seq DESC LIMIT $4"
-        );
-        let rows: Vec<EventRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-            .bind(sessions)
-            .bind(namespace_id)
-            .bind(system)
-            .bind(i64::from(limit))
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(rows.into_iter().map(event_from_row).collect())
     }
 
     /// Events of these sessions whose output is the artifact `artifact_id` (raw 32-byte hash),
