@@ -18,6 +18,7 @@ struct Server {
 }
 
 static SERVER: OnceCell<Option<Server>> = OnceCell::const_new();
+static STALE_DROPPED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Serializes template creation across test binaries and nextest processes.
 const LOCK_KEY: i64 = 0x6d656d6578; // "memex"
@@ -94,8 +95,11 @@ pub async fn test_db() -> Option<TestDb> {
         .fetch_one(&mut admin)
         .await
         .unwrap();
-    if !exists {
+    // Once per test process, so finished runs' databases do not pile up on the disk.
+    if !STALE_DROPPED.swap(true, std::sync::atomic::Ordering::SeqCst) {
         drop_stale(&mut admin).await;
+    }
+    if !exists {
         admin.execute(sqlx::AssertSqlSafe(format!(r#"CREATE DATABASE "{template}""#))).await.unwrap();
         let mut t = PgConnection::connect(&with_db(&server.base_url, &template)).await.unwrap();
         memex_store::MIGRATOR.run(&mut t).await.expect("migrate the template database");
