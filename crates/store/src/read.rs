@@ -37,12 +37,16 @@ pub(crate) type EventRow = (
     Option<i64>,
 );
 
+/// Events with their artifact's size and media type. The artifact is looked up per event (LATERAL
+/// … LIMIT 1 keeps the planner from flattening it): as a plain join, a namespace with few artifacts
+/// got a hash join that scanned the whole artifacts table on every read of a few events.
 pub(crate) const EVENT_SELECT: &str =
     "SELECT e.id, e.session_id, e.seq, e.kind, e.content, e.agent_id, e.task_id, e.tool_name,
         e.tool_call_id, e.event_time, e.ingest_time, e.metadata, e.artifact_id, a.size, a.media_type,
         e.task_state_version
  FROM events e
- LEFT JOIN artifacts a ON a.namespace_id = e.namespace_id AND a.id = e.artifact_id";
+ LEFT JOIN LATERAL (SELECT a.size, a.media_type FROM artifacts a
+                    WHERE a.namespace_id = e.namespace_id AND a.id = e.artifact_id LIMIT 1) a ON true";
 
 pub(crate) fn event_from_row(r: EventRow) -> Event {
     let artifact = match (r.12.as_deref().and_then(ArtifactId::from_slice), r.13, r.14) {
