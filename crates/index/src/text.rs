@@ -260,13 +260,29 @@ impl NamespaceIndex {
         let mut distinct: Vec<&String> = terms.iter().collect();
         distinct.sort();
         distinct.dedup();
+        // A few sessions' documents are far fewer than a common term's: each term is then
+        // intersected with them (scoring 0, so scores are unchanged), and the union scores only
+        // the sessions' documents instead of every document of the term near them.
+        let sessions = &filter.session_ids;
+        let narrow = !sessions.is_empty() && sessions.len() <= SMALL_TERM_SET;
+        let within = |q: Box<dyn Query>| -> Box<dyn Query> {
+            if !narrow {
+                return q;
+            }
+            let any = sessions.iter().map(|s| {
+                let t = Term::from_field_text(f.session, &s.to_string());
+                (Occur::Should, Box::new(TermQuery::new(t, IndexRecordOption::Basic)) as Box<dyn Query>)
+            });
+            let only = Box::new(ConstScoreQuery::new(Box::new(BooleanQuery::new(any.collect())), 0.0));
+            Box::new(BooleanQuery::new(vec![(Occur::Must, q), (Occur::Must, only)]))
+        };
         let mut text: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         for t in distinct {
             let q = TermQuery::new(Term::from_field_text(f.text, t), IndexRecordOption::WithFreqs);
-            text.push((Occur::Should, Box::new(q)));
+            text.push((Occur::Should, within(Box::new(q))));
             if context_boost > 0.0 {
                 let q = TermQuery::new(Term::from_field_text(f.context, t), IndexRecordOption::WithFreqs);
-                text.push((Occur::Should, Box::new(BoostQuery::new(Box::new(q), context_boost))));
+                text.push((Occur::Should, within(Box::new(BoostQuery::new(Box::new(q), context_boost)))));
             }
         }
         let text = BooleanQuery::new(text);
@@ -510,7 +526,14 @@ mod tests {
     async fn small_and_large_session_filters_agree() {
         let dir = std::env::temp_dir().join(format!("memex-text-filter-{}", Uuid::now_v7().simple()));
         let (idx, _) = NamespaceIndex::open(&dir, Uuid::from_u128(1)).unwrap();
-        let texts = ["alpha common", "beta common common", "gamma", "common delta words here"];
+        let texts = [
+            "alpha common",
+            "beta common common",
+            "gamma delta",
+            "common delta words here",
+            "common common alpha delta",
+            "alpha",
+        ];
         let mut events = Vec::new();
         for (i, t) in texts.iter().enumerate() {
             let mut e = event(i as u64 + 1, t);
@@ -520,19 +543,24 @@ mod tests {
         }
         idx.commit().await.unwrap();
         let searcher = idx.searcher();
-        let terms = vec!["common".to_owned()];
+        let terms = vec!["common".to_owned(), "delta".to_owned(), "alpha".to_owned()];
         let small = SearchFilter { session_ids: vec![Uuid::from_u128(10)], ..SearchFilter::default() };
         let mut large = small.clone();
         large.session_ids.extend((100..100 + SMALL_TERM_SET as u128).map(Uuid::from_u128));
-        let a = idx.search(&terms, &small, 10, 0.0, &searcher).unwrap();
-        let b = idx.search(&terms, &large, 10, 0.0, &searcher).unwrap();
         let view = |h: &[ChunkHit]| h.iter().map(|c| (c.event_id, c.session, c.seq, c.score)).collect::<Vec<_>>();
-        assert_eq!(view(&a), view(&b));
-        // Session 10 holds events 1 and 3; only event 1 says "common".
-        assert_eq!(
-            view(&a).iter().map(|h| (h.0, h.1, h.2)).collect::<Vec<_>>(),
-            vec![(events[0].id, events[0].session_id, 1)]
-        );
+        for context_boost in [0.0, 0.5] {
+            // Small filters intersect each term with the sessions; large ones filter the union.
+            let a = idx.search(&terms, &small, 10, context_boost, &searcher).unwrap();
+            let b = idx.search(&terms, &large, 10, context_boost, &searcher).unwrap();
+            assert_eq!(view(&a), view(&b));
+            // Session 10 holds events 1, 3 and 5, and each says one of the terms.
+            let mut found: Vec<u64> = a.iter().map(|h| h.seq).collect();
+            found.sort_unstable();
+            assert_eq!(found, vec![1, 3, 5]);
+            assert!(a.iter().all(|h| h.session == Uuid::from_u128(10)));
+            // Event 5 says all three terms, "common" twice: it ranks first.
+            assert_eq!(a[0].event_id, events[4].id);
+        }
         let _ = std::fs::remove_dir_all(dir);
     }
 
