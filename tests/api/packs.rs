@@ -29,6 +29,7 @@ impl Fixture {
                 user_message: message.into(),
                 system_prompt: "Answer from evidence; cite pointers.".into(),
                 budgets: Some(b),
+                view: pb::PackView::Full as i32,
                 ..Default::default()
             })
             .await
@@ -111,11 +112,31 @@ async fn a_pack_is_task_conditioned_bounded_recorded_and_replayable() {
     // Stored exactly: GetPack replays it.
     let again =
         f.c.context
-            .get_pack(pb::GetPackRequest { namespace: "pk".into(), pack_id: p.pack_id.clone() })
+            .get_pack(pb::GetPackRequest { namespace: "pk".into(), pack_id: p.pack_id.clone(), ..Default::default() })
             .await
             .unwrap()
             .into_inner();
     assert_eq!(again, p);
+    // The basic view: the same pack without the blocks' texts and the decisions.
+    let basic =
+        f.c.context
+            .get_pack(pb::GetPackRequest {
+                namespace: "pk".into(),
+                pack_id: p.pack_id.clone(),
+                view: pb::PackView::Basic as i32,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+    let mut expected = p.clone();
+    expected.decisions.clear();
+    for b in &mut expected.blocks {
+        b.text.clear();
+    }
+    assert_eq!(basic, expected);
+    let bad =
+        f.c.context.get_pack(pb::GetPackRequest { namespace: "pk".into(), pack_id: p.pack_id.clone(), view: 7 }).await;
+    assert_status(bad, tonic::Code::InvalidArgument, "view");
 
     // The same inputs give the same pack.
     let p2 = f.pack(&s, "what approach did we settle on for _cstack?", budgets(1500, 1200)).await.unwrap();
@@ -137,6 +158,12 @@ async fn a_pack_is_task_conditioned_bounded_recorded_and_replayable() {
             .unwrap()
             .into_inner();
     assert_eq!(c.tokenizer, "cl100k_base");
+    // BuildPack answers the basic view unless asked for the full one.
+    assert!(c.decisions.is_empty() && !c.blocks.is_empty() && c.blocks.iter().all(|b| b.text.is_empty()));
+    let c =
+        f.c.context.get_pack(pb::GetPackRequest { namespace: "pk".into(), pack_id: c.pack_id, ..Default::default() });
+    let c = c.await.unwrap().into_inner();
+    assert!(!c.decisions.is_empty());
     assert_within_budget(&c);
 }
 
@@ -208,11 +235,43 @@ async fn pack_requests_are_checked() {
     );
     let r =
         f.c.context
-            .get_pack(pb::GetPackRequest { namespace: "pkbad".into(), pack_id: uuid::Uuid::now_v7().to_string() })
+            .get_pack(pb::GetPackRequest {
+                namespace: "pkbad".into(),
+                pack_id: uuid::Uuid::now_v7().to_string(),
+                ..Default::default()
+            })
             .await;
     assert_status(r, tonic::Code::NotFound, "pack_id");
     // An empty session still gets a pack (system prompt and user message).
     let p = f.pack(&s, "hello", budgets(1000, 1000)).await.unwrap();
     assert_within_budget(&p);
     assert!(p.decisions.is_empty() && p.items.is_empty());
+}
+
+/// A session's last pack keeps its newest events and standing items; the next pack still sees
+/// what was appended since: the new events in the tail, a new decision among the candidates.
+#[tokio::test]
+async fn a_pack_sees_what_was_appended_since_the_last_one() {
+    let srv = server_or_skip!();
+    let mut f = fixture(&srv, "pka").await;
+    let s = f.session.clone();
+    f.append_to(&s, agent_loop(3), "").await;
+    let first = f.pack(&s, "where are we?", budgets(1500, 3000)).await.unwrap();
+    assert!(!first.text.contains("zeta-7"));
+    let again = f.pack(&s, "where are we?", budgets(1500, 3000)).await.unwrap();
+    assert_eq!((&again.text, &again.items, &again.decisions), (&first.text, &first.items, &first.decisions));
+
+    let added = f
+        .append_to(&s, vec![ev("decision", "ship zeta-7 behind a flag"), ev("assistant_message", "zeta-7 is next")], "")
+        .await;
+    let next = f.pack(&s, "where are we?", budgets(1500, 3000)).await.unwrap();
+    assert_within_budget(&next);
+    let tail: Vec<u64> = next.items.iter().filter(|i| i.block == "tail").map(|i| i.seq).collect();
+    assert_eq!(tail.last(), Some(&added.last_seq), "{tail:?}");
+    assert!(next.text.contains("zeta-7 is next"));
+    let d = next.decisions.iter().find(|d| d.seq == added.first_seq).expect("the new decision is a candidate");
+    assert!(d.sources.as_ref().unwrap().pinned, "{d:?}");
+    // The new events are placed in the session's new full view.
+    let item = next.items.iter().find(|i| i.seq == added.last_seq).unwrap();
+    assert!(item.lines.is_some(), "{item:?}");
 }

@@ -3,7 +3,7 @@ use std::collections::HashMap;
 
 use memex_event::EventKind;
 use memex_pointer::{ArtifactPointer, ContextEvent, EventFlags};
-use memex_store::Event;
+use memex_store::{Event, StoreError};
 use uuid::Uuid;
 
 use crate::{ContextEngine, Result};
@@ -85,4 +85,41 @@ impl ContextEngine {
         }
         Ok(out)
     }
+}
+
+impl ContextEngine {
+    /// The events with these ids, in the order asked, as [`memex_store::Store::events_by_ids`]
+    /// gives them, but from the engine's cache where it has them: events never change, so a
+    /// cached event is never stale. A pack's search hits are mostly events it has seen before.
+    pub(crate) async fn events_by_ids(&self, namespace_id: Uuid, ids: &[Uuid]) -> Result<Vec<Event>> {
+        let mut found: Vec<Option<Event>> =
+            ids.iter().map(|id| self.events.get(&(namespace_id, *id)).map(|e| e.as_ref().clone())).collect();
+        let missing: Vec<Uuid> = ids.iter().zip(&found).filter(|(_, f)| f.is_none()).map(|(id, _)| *id).collect();
+        if missing.is_empty() {
+            return Ok(found.into_iter().flatten().collect());
+        }
+        let read = match self.store.events_by_ids(namespace_id, &missing).await {
+            Ok(read) => read,
+            // Name the id's place in the caller's list, not in the list of cache misses.
+            Err(StoreError::EventNotFound { id, field }) => {
+                let field = ids.iter().position(|x| *x == id).map_or(field, |i| format!("event_ids[{i}]"));
+                return Err(StoreError::EventNotFound { field, id }.into());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let mut read = read.into_iter();
+        for slot in found.iter_mut().filter(|f| f.is_none()) {
+            if let Some(e) = read.next() {
+                self.events.insert((namespace_id, e.id), std::sync::Arc::new(e.clone()));
+                *slot = Some(e);
+            }
+        }
+        Ok(found.into_iter().flatten().collect())
+    }
+}
+
+/// What a cached event costs in memory, roughly.
+pub(crate) fn event_weight(e: &Event) -> u32 {
+    let text = e.content.len() + e.kind.len() + e.agent_id.len() + e.task_id.as_ref().map_or(0, String::len);
+    u32::try_from(text + 256).unwrap_or(u32::MAX)
 }

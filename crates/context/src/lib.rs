@@ -25,6 +25,7 @@ mod error;
 mod events;
 mod pack;
 mod planning;
+mod recent;
 pub mod seams;
 mod stats;
 mod task;
@@ -52,6 +53,10 @@ pub use window::{CompactOutcome, CompactRequest, Expansion, ResidentWindow, pars
 
 /// Memory kept for the store scan's word counts.
 const SCAN_CACHE_BYTES: u64 = 256 * 1024 * 1024;
+/// Memory kept for events read by id (packs' search hits, anchors and pointers).
+const EVENT_CACHE_BYTES: u64 = 256 * 1024 * 1024;
+/// Memory kept for sessions' newest events, and again for their standing items.
+const RECENT_CACHE_BYTES: u64 = 128 * 1024 * 1024;
 
 pub type Result<T, E = ContextError> = std::result::Result<T, E>;
 
@@ -114,6 +119,12 @@ pub struct ContextEngine {
     session_tasks: moka::sync::Cache<(Uuid, Uuid), Option<String>>,
     /// Event id → its word counts for the store scan; events never change.
     words: moka::sync::Cache<Uuid, Arc<memex_pack::WordCounts>>,
+    /// (namespace, event id) → the event; events never change.
+    events: moka::sync::Cache<(Uuid, Uuid), Arc<memex_store::Event>>,
+    /// (namespace, session) → its newest events, with the head they were read at.
+    tails: moka::sync::Cache<(Uuid, Uuid), Arc<recent::Tail>>,
+    /// (namespace, session) → the standing items of its last pack's scope, with the scope's heads.
+    standing: moka::sync::Cache<(Uuid, Uuid), Arc<recent::Standing>>,
     /// (session, tool-call id) → the call's tool; calls never change.
     tool_names: moka::sync::Cache<(Uuid, String), String>,
     reports: tokio::sync::broadcast::Sender<(Uuid, u64)>,
@@ -131,6 +142,18 @@ impl ContextEngine {
             premises: moka::sync::Cache::builder().max_capacity(100_000).build(),
             session_tasks: moka::sync::Cache::builder().max_capacity(100_000).build(),
             tool_names: moka::sync::Cache::builder().max_capacity(500_000).build(),
+            tails: moka::sync::Cache::builder()
+                .weigher(|_, t: &Arc<recent::Tail>| recent::tail_weight(t))
+                .max_capacity(RECENT_CACHE_BYTES)
+                .build(),
+            standing: moka::sync::Cache::builder()
+                .weigher(|_, s: &Arc<recent::Standing>| recent::standing_weight(s))
+                .max_capacity(RECENT_CACHE_BYTES)
+                .build(),
+            events: moka::sync::Cache::builder()
+                .weigher(|_, e: &Arc<memex_store::Event>| events::event_weight(e))
+                .max_capacity(EVENT_CACHE_BYTES)
+                .build(),
             words: moka::sync::Cache::builder()
                 .weigher(|_, w: &Arc<memex_pack::WordCounts>| u32::try_from(w.weight()).unwrap_or(u32::MAX))
                 .max_capacity(SCAN_CACHE_BYTES)

@@ -80,9 +80,27 @@ struct Recorded {
 /// zstd level for stored packs: fast, and packs (repetitive JSON) shrink about 4×.
 const PACK_ZSTD_LEVEL: i32 = 1;
 
+/// A pack as stored: the pack without its text (a copy of the blocks' texts, rebuilt when read).
+#[derive(serde::Serialize)]
+struct StoredPack<'a> {
+    tokens: usize,
+    blocks: &'a [memex_pack::PackBlock],
+    items: &'a [memex_pack::PackItem],
+    decisions: &'a [memex_pack::Decision],
+    budgets: &'a Budgets,
+}
+
 /// A pack as stored: its JSON, zstd-compressed.
 fn compress_pack(pack: &RetrievalPack) -> Result<Vec<u8>> {
-    let json = serde_json::to_vec(pack).map_err(|e| ContextError::Corrupt { what: "pack", message: e.to_string() })?;
+    let stored = StoredPack {
+        tokens: pack.tokens,
+        blocks: &pack.blocks,
+        items: &pack.items,
+        decisions: &pack.decisions,
+        budgets: &pack.budgets,
+    };
+    let json =
+        serde_json::to_vec(&stored).map_err(|e| ContextError::Corrupt { what: "pack", message: e.to_string() })?;
     thread_local! {
         // A compression context per thread: creating one per pack (zeroed tables) cost as much
         // as the compression itself.
@@ -98,6 +116,18 @@ fn compress_pack(pack: &RetrievalPack) -> Result<Vec<u8>> {
         };
         compressor.compress(&json).map_err(failed)
     })
+}
+
+/// A stored pack, its text rebuilt from its blocks (packs stored before the text was left out
+/// still carry it).
+fn decompress_pack(stored: &[u8]) -> Result<RetrievalPack> {
+    let corrupt = |message: String| ContextError::Corrupt { what: "pack", message };
+    let bytes = zstd::decode_all(stored).map_err(|e| corrupt(e.to_string()))?;
+    let mut pack: RetrievalPack = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
+    if pack.text.is_empty() {
+        pack.text = RetrievalPack::joined(&pack.blocks);
+    }
+    Ok(pack)
 }
 
 fn pack_error(e: PackError) -> ContextError {
@@ -136,12 +166,29 @@ impl ContextEngine {
         let budgets = req.budgets.unwrap_or(self.cfg.budgets);
         budgets.check().map_err(pack_error)?;
         let session_id = req.session_id;
-        // Round trip 1 (concurrent): the session and its task, the window, the newest events.
-        let (ctx, (_, evictions, manifest_rows), mut newest) = tokio::try_join!(
+        // Round trip 1 (concurrent): the session and its task, the window, the newest events
+        // unless the session's last pack kept them (then only what was appended since is read,
+        // once the session's head is known).
+        let cached_tail = self.cached_tail(namespace_id, session_id);
+        let (ctx, (_, evictions, manifest_rows), fresh) = tokio::try_join!(
             self.store.pack_context(namespace_id, session_id, req.task_id.as_deref()),
             self.store.window_state(namespace_id, session_id),
-            self.store.events_newest_first(namespace_id, session_id, None, 2 * TAIL_PAGE),
+            async {
+                match cached_tail {
+                    Some(_) => Ok(None),
+                    None => {
+                        self.store.events_newest_first(namespace_id, session_id, None, 2 * TAIL_PAGE).await.map(Some)
+                    }
+                }
+            },
         )?;
+        let mut newest = match fresh {
+            Some(events) => {
+                self.remember_tail(namespace_id, session_id, &events);
+                events
+            }
+            None => self.tail_at(namespace_id, session_id, ctx.head, cached_tail, 2 * TAIL_PAGE).await?,
+        };
         let task_id = ctx.task_id.clone();
         if let Some(t) = &ctx.session_task {
             self.session_tasks.insert((namespace_id, session_id), Some(t.clone()));
@@ -169,6 +216,12 @@ impl ContextEngine {
                 scope.push(*s);
             }
         }
+        // The sessions' last seqs, read with the rest: the search's catch-up check and the
+        // full-view lookups need not read them again.
+        let mut heads: HashMap<Uuid, u64> = ctx.heads.iter().copied().collect();
+        heads.insert(session_id, ctx.head);
+        let scope_heads: Vec<(Uuid, u64)> = scope.iter().map(|s| (*s, heads.get(s).copied().unwrap_or(0))).collect();
+        let heads_total = scope_heads.iter().map(|(_, h)| h).sum::<u64>();
         clock.lap(0);
 
         // The agent's window: the recent tail (resident events and manifests) and the system block.
@@ -223,23 +276,14 @@ impl ContextEngine {
             terms: terms.clone(),
             sessions: scope.clone(),
             limit: self.cfg.search_limit,
+            heads_total: Some(heads_total),
         };
         let (pointed, (standing, system_events), anchored, searched) = tokio::try_join!(
             self.expand_pointers(namespace_id, &state, &scope),
+            // The session's system events (the system block) come in the same round trip.
+            self.standing_at(namespace_id, &scope, scope_heads, self.cfg.standing_limit, session_id, SYSTEM_EVENTS),
             async {
-                // The session's system events (the system block) come in the same round trip.
-                let limit = self.cfg.standing_limit;
-                Ok(self
-                    .store
-                    .standing_and_system_events(namespace_id, &scope, limit, session_id, SYSTEM_EVENTS)
-                    .await?)
-            },
-            async {
-                if anchors.is_empty() {
-                    Ok(Vec::new())
-                } else {
-                    Ok::<_, ContextError>(self.store.events_by_ids(namespace_id, &anchors).await?)
-                }
+                if anchors.is_empty() { Ok(Vec::new()) } else { self.events_by_ids(namespace_id, &anchors).await }
             },
             self.search(namespace_id, &q),
         )?;
@@ -264,7 +308,7 @@ impl ContextEngine {
         }
         clock.lap(3);
         let (candidates, tail_views) =
-            self.candidates(namespace_id, task_id.as_deref(), g, embeddings, &tail_ctx).await?;
+            self.candidates(namespace_id, task_id.as_deref(), g, embeddings, &tail_ctx, &heads).await?;
         let mut tail: Vec<(u64, TailEntry)> = tail_ctx
             .into_iter()
             .zip(tail_views)
@@ -337,9 +381,7 @@ impl ContextEngine {
         let row = self.store.pack(namespace_id, id).await?;
         let corrupt = |e: serde_json::Error| ContextError::Corrupt { what: "pack", message: e.to_string() };
         let recorded: Recorded = serde_json::from_value(row.request).map_err(corrupt)?;
-        let bytes = zstd::decode_all(row.pack.as_slice())
-            .map_err(|e| ContextError::Corrupt { what: "pack", message: e.to_string() })?;
-        let pack: RetrievalPack = serde_json::from_slice(&bytes).map_err(corrupt)?;
+        let pack = decompress_pack(&row.pack)?;
         Ok(BuiltPack {
             id: row.id,
             session_id: row.session_id,
@@ -361,12 +403,12 @@ impl ContextEngine {
             .filter_map(|p| if let KeyPointer::Event(id) = p { Some(*id) } else { None })
             .collect();
         if !ids.is_empty() {
-            match self.store.events_by_ids(namespace_id, &ids).await {
+            match self.events_by_ids(namespace_id, &ids).await {
                 Ok(events) => out.extend(events),
                 // Pointers are checked when the state is written; an id that no longer resolves
                 // cannot happen in an append-only store, but must not break every pack if it does.
-                Err(StoreError::EventNotFound { .. }) => {}
-                Err(e) => return Err(e.into()),
+                Err(ContextError::Store(StoreError::EventNotFound { .. })) => {}
+                Err(e) => return Err(e),
             }
         }
         for p in &state.key_pointers {
@@ -410,7 +452,7 @@ impl ContextEngine {
             if ids.is_empty() {
                 continue;
             }
-            let events = self.store.events_by_ids(namespace_id, &ids).await?;
+            let events = self.events_by_ids(namespace_id, &ids).await?;
             out.extend(hits.into_iter().zip(events));
         }
         Ok(out)
@@ -468,7 +510,7 @@ impl ContextEngine {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let events = self.store.events_by_ids(namespace_id, &ids).await?;
+        let events = self.events_by_ids(namespace_id, &ids).await?;
         Ok(hits
             .into_iter()
             .zip(events)
@@ -489,6 +531,7 @@ impl ContextEngine {
         g: Gathered,
         mut embeddings: HashMap<Uuid, Vec<f32>>,
         tail: &[ContextEvent],
+        heads: &HashMap<Uuid, u64>,
     ) -> Result<(Vec<Candidate>, Vec<Option<ViewBlock>>)> {
         let (events, sources): (Vec<Event>, Vec<Sources>) = g.events.into_values().unzip();
         let ctx = self.context_events(namespace_id, &events).await?;
@@ -503,7 +546,7 @@ impl ContextEngine {
             versions.dedup();
             premises.extend(self.premises_of(namespace_id, t, &versions).await?);
         }
-        let mut views = self.views(namespace_id, tail, &ctx).await?;
+        let mut views = self.views(namespace_id, tail, &ctx, heads).await?;
         let candidate_views = views.split_off(tail.len());
         let candidates = ctx
             .into_iter()
@@ -526,12 +569,14 @@ impl ContextEngine {
         Ok((candidates, views))
     }
 
-    /// Full-view blocks of the events of `a` then `b` (of any sessions), in that order.
+    /// Full-view blocks of the events of `a` then `b` (of any sessions), in that order. `heads`:
+    /// sessions' last seqs the caller has just read (see [`crate::FullView::locate`]).
     pub(crate) async fn views(
         &self,
         namespace_id: Uuid,
         a: &[ContextEvent],
         b: &[ContextEvent],
+        heads: &HashMap<Uuid, u64>,
     ) -> Result<Vec<Option<ViewBlock>>> {
         let events: Vec<&ContextEvent> = a.iter().chain(b).collect();
         let mut by_session: BTreeMap<Uuid, Vec<usize>> = BTreeMap::new();
@@ -541,11 +586,56 @@ impl ContextEngine {
         let mut out = vec![None; events.len()];
         for (session, idx) in by_session {
             let seqs: Vec<u64> = idx.iter().map(|&i| events[i].seq).collect();
-            let found = self.full_view.locate(namespace_id, session, &seqs).await?;
+            // A head older than an event asked for is stale (an append raced the read): ask afresh.
+            let head = heads.get(&session).copied().filter(|h| seqs.iter().all(|s| s <= h));
+            let found = self.full_view.locate(namespace_id, session, head, &seqs).await?;
             for (i, v) in idx.into_iter().zip(found) {
                 out[i] = v;
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use memex_pack::{BlockKind, PackBlock};
+
+    use super::*;
+
+    fn pack() -> RetrievalPack {
+        let block = |kind, text: &str| PackBlock { kind, text: text.into(), tokens: 3, budget: 10 };
+        let blocks = vec![
+            block(BlockKind::System, "## system\nbe brief\n"),
+            block(BlockKind::TaskState, ""),
+            block(BlockKind::User, "## user\nhi\n"),
+        ];
+        RetrievalPack {
+            text: RetrievalPack::joined(&blocks),
+            tokens: 9,
+            blocks,
+            items: Vec::new(),
+            decisions: Vec::new(),
+            budgets: Budgets::default(),
+        }
+    }
+
+    #[test]
+    fn a_stored_pack_reads_back_exactly_without_storing_its_text_twice() {
+        let p = pack();
+        assert_eq!(p.text, "## system\nbe brief\n\n## user\nhi\n");
+        let stored = compress_pack(&p).expect("compress");
+        let json = zstd::decode_all(stored.as_slice()).expect("zstd");
+        assert!(!String::from_utf8(json).expect("utf-8").contains("\"text\":\"## system\\nbe brief\\n\\n## user"));
+        assert_eq!(decompress_pack(&stored).expect("decompress"), p);
+    }
+
+    #[test]
+    fn packs_stored_with_their_text_still_read() {
+        let mut p = pack();
+        p.text = "as it was stored".into();
+        let old = zstd::encode_all(serde_json::to_vec(&p).expect("json").as_slice(), 1).expect("zstd");
+        assert_eq!(decompress_pack(&old).expect("decompress"), p);
+        assert!(decompress_pack(b"not zstd").is_err());
     }
 }

@@ -10,10 +10,13 @@ use crate::ContextError;
 /// Pointers cite `(session:first-last)` when it answers, `(session@seq)` when it does not.
 pub trait FullView: Send + Sync {
     /// One answer per event of the session (by seq), in order; `None` for one it cannot place.
+    /// `head`: the session's last seq when the caller has just read it (at least every seq asked
+    /// for), so the view of that version can be used without reading the session again.
     fn locate<'a>(
         &'a self,
         namespace_id: Uuid,
         session_id: Uuid,
+        head: Option<u64>,
         seqs: &'a [u64],
     ) -> BoxFuture<'a, Result<Vec<Option<ViewBlock>>, ContextError>>;
 }
@@ -27,6 +30,7 @@ impl FullView for NoFullView {
         &'a self,
         _: Uuid,
         _: Uuid,
+        _: Option<u64>,
         seqs: &'a [u64],
     ) -> BoxFuture<'a, Result<Vec<Option<ViewBlock>>, ContextError>> {
         Box::pin(async move { Ok(vec![None; seqs.len()]) })
@@ -43,6 +47,9 @@ pub struct SearchQuery {
     /// Only events of these sessions.
     pub sessions: Vec<Uuid>,
     pub limit: usize,
+    /// The sum of the last seqs of `sessions`, read with the pack's session (a source that
+    /// catches up with the store need not read it again).
+    pub heads_total: Option<u64>,
 }
 
 /// One search result.

@@ -1,4 +1,6 @@
 //! Agents' windows: what is resident, compaction (A.4) and manifest expansion.
+use std::collections::HashMap;
+
 use memex_compaction::{
     Compaction, CompactionParams, PointerManifest, Window, WindowEvent, WindowManifest, plan_compaction,
 };
@@ -104,7 +106,7 @@ impl ContextEngine {
         let resident: Vec<Event> = events.into_iter().filter(|e| !is_evicted(&evictions, e.seq)).collect();
         let events = self.context_events(namespace_id, &resident).await?;
         let counter = self.counter(tokenizer.unwrap_or(self.cfg.tokenizer));
-        let views = self.views(namespace_id, &events, &[]).await?;
+        let views = self.views(namespace_id, &events, &[], &HashMap::new()).await?;
         let tokens =
             events.iter().zip(&views).map(|(e, v)| counter.count(&render_event("s1", e, v.as_ref()))).sum::<usize>()
                 + manifests.iter().map(|m| counter.count(&m.rendered)).sum::<usize>();
@@ -136,7 +138,7 @@ impl ContextEngine {
         let all = self.all_events(namespace_id, session_id).await?;
         let resident: Vec<Event> = all.into_iter().filter(|e| !is_evicted(&evictions, e.seq)).collect();
         let events = self.context_events(namespace_id, &resident).await?;
-        let views = self.views(namespace_id, &events, &[]).await?;
+        let views = self.views(namespace_id, &events, &[], &HashMap::new()).await?;
         // The task-state card is outside the evictable window, like the system prompt.
         let task = self.tasks_of(namespace_id, &[session_id]).await?.remove(&session_id).flatten();
         let (task_version, card_tokens) = match &task {

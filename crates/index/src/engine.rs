@@ -106,12 +106,21 @@ impl SearchIndex {
     /// before it was called is searchable: that is read-your-writes, on any replica.
     pub async fn catch_up(&self, ns: Uuid, sessions: Option<&[Uuid]>) -> Result<u64, IndexError> {
         let idx = self.namespace(ns).await?;
-        self.catch_up_index(&idx, sessions).await
+        self.catch_up_index(&idx, sessions, None).await
     }
 
-    async fn catch_up_index(&self, idx: &NamespaceIndex, sessions: Option<&[Uuid]>) -> Result<u64, IndexError> {
+    /// `known_total`: the sessions' [`Store::head_total`], when the caller has just read it.
+    async fn catch_up_index(
+        &self,
+        idx: &NamespaceIndex,
+        sessions: Option<&[Uuid]>,
+        known_total: Option<u64>,
+    ) -> Result<u64, IndexError> {
         let ns = idx.ns;
-        let total = self.store.head_total(ns, sessions).await?;
+        let total = match known_total {
+            Some(t) => t,
+            None => self.store.head_total(ns, sessions).await?,
+        };
         let mut marks = idx.state.lock().await;
         if marks.sum(sessions) >= total {
             return Ok(0);
@@ -209,7 +218,7 @@ impl SearchIndex {
             })
             .await
             .map_err(|e| IndexError::Task(e.to_string()))??;
-            let n = self.catch_up_index(&fresh, None).await?;
+            let n = self.catch_up_index(&fresh, None, None).await?;
             drop(fresh);
             n
         };
@@ -258,7 +267,7 @@ impl SearchIndex {
         validate(req)?;
         let sessions = (!req.filter.session_ids.is_empty()).then_some(&req.filter.session_ids[..]);
         let idx = self.namespace(ns).await?;
-        self.catch_up_index(&idx, sessions).await?;
+        self.catch_up_index(&idx, sessions, sessions.and(req.heads_total)).await?;
 
         // BM25: the best chunk per event, events in order of their best chunk.
         let mut best_chunk: HashMap<Uuid, ChunkHit> = HashMap::new();

@@ -55,6 +55,10 @@ pub struct SearchRequest {
     pub with_text: bool,
     /// Fill hits' full-view line ranges that the index does not store (a lookup per session).
     pub with_lines: bool,
+    /// The sum of the last seqs of `filter.session_ids`, when the caller has just read it (the
+    /// context engine does, with the pack's session): the catch-up check then skips that read.
+    /// Events appended after the caller read it may be missed, as if the search had come first.
+    pub heads_total: Option<u64>,
 }
 
 impl SearchRequest {
@@ -74,6 +78,7 @@ impl SearchRequest {
             mmr_lambda: None,
             with_text: false,
             with_lines: true,
+            heads_total: None,
         }
     }
 }

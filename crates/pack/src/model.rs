@@ -246,7 +246,9 @@ pub struct Decision {
 /// The pack an agent sees at one turn.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RetrievalPack {
-    /// The blocks joined: what goes into the model's context.
+    /// The blocks joined ([`RetrievalPack::joined`]): what goes into the model's context.
+    /// Stored packs may leave it out (it is a copy of the blocks) and rebuild it when read.
+    #[serde(default)]
     pub text: String,
     /// Exact token count of `text`.
     pub tokens: usize,
@@ -254,4 +256,11 @@ pub struct RetrievalPack {
     pub items: Vec<PackItem>,
     pub decisions: Vec<Decision>,
     pub budgets: Budgets,
+}
+
+impl RetrievalPack {
+    /// The pack's text: the non-empty blocks' texts, one newline between each.
+    pub fn joined(blocks: &[PackBlock]) -> String {
+        blocks.iter().filter(|b| !b.text.is_empty()).map(|b| b.text.as_str()).collect::<Vec<_>>().join("\n")
+    }
 }

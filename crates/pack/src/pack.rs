@@ -57,23 +57,18 @@ pub fn build_pack(req: &PackRequest, counter: &dyn TokenCounter) -> Result<Retri
             (BlockKind::Tail, &tail_text, b.tail),
             (BlockKind::User, &user_text, b.user),
         ];
-        let text: String =
-            blocks.iter().filter(|(_, t, _)| !t.is_empty()).map(|(_, t, _)| t.as_str()).collect::<Vec<_>>().join("\n");
+        let blocks = blocks
+            .iter()
+            .map(|(kind, t, budget)| PackBlock { kind: *kind, text: (*t).clone(), tokens: 0, budget: *budget })
+            .collect::<Vec<_>>();
+        let text = RetrievalPack::joined(&blocks);
         let tokens = counter.count(&text);
         // Blocks fit on their own; only boundary effects could push the whole over, and then the
         // retrieval block gives way.
         if tokens + b.headroom <= b.context || retrieval.items.is_empty() {
             items.extend(retrieval.items.iter().cloned());
             items.extend(tail_items.iter().cloned());
-            let blocks = blocks
-                .iter()
-                .map(|(kind, t, budget)| PackBlock {
-                    kind: *kind,
-                    text: (*t).clone(),
-                    tokens: counter.count(t),
-                    budget: *budget,
-                })
-                .collect::<Vec<_>>();
+            let blocks = blocks.into_iter().map(|bl| PackBlock { tokens: counter.count(&bl.text), ..bl }).collect();
             break (blocks, text, tokens);
         }
         retrieval.drop_last(&mut decisions, counter);

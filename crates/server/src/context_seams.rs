@@ -18,11 +18,13 @@ impl FullView for ViewFullView {
         &'a self,
         namespace_id: Uuid,
         session_id: Uuid,
+        head: Option<u64>,
         seqs: &'a [u64],
     ) -> BoxFuture<'a, Result<Vec<Option<ViewBlock>>, ContextError>> {
         Box::pin(async move {
             let seam = |message: String| ContextError::Seam { seam: "full view", message };
-            let compiled = self.0.compiled(namespace_id, session_id).await.map_err(|s| seam(s.message().to_owned()))?;
+            let compiled =
+                self.0.compiled_at(namespace_id, session_id, head).await.map_err(|s| seam(s.message().to_owned()))?;
             let by_seq =
                 self.0.lines_in(namespace_id, &compiled, seqs).await.map_err(|s| seam(s.message().to_owned()))?;
             let chains = compiled.trace.chains();
@@ -62,6 +64,7 @@ impl CandidateSource for IndexSource {
             }
             let mut req = memex_index::SearchRequest::new(q.text.clone(), q.limit.max(1));
             req.filter.session_ids = q.sessions.clone();
+            req.heads_total = q.heads_total;
             // A pack query (user message + task goals) is long; the vector list needs a model.
             if self.0.embedder().is_none() {
                 req.vector_weight = 0.0;

@@ -142,6 +142,24 @@ impl Views {
         }
     }
 
+    /// [`Views::compiled`], when the caller has just read the session's last seq (`head`): a
+    /// cached compile of that version is used without reading the session row again.
+    pub async fn compiled_at(
+        &self,
+        ns: Uuid,
+        session_id: Uuid,
+        head: Option<u64>,
+    ) -> Result<Arc<CompiledSession>, Status> {
+        if let Some(head) = head
+            && let Some(hit) = self.cache.get(&(session_id, head)).await
+            && hit.session.namespace_id == ns
+        {
+            self.hits.add(1, &[]);
+            return Ok(hit);
+        }
+        self.compiled(ns, session_id).await
+    }
+
     /// The current version of a session, compiled.
     pub async fn compiled(&self, ns: Uuid, session_id: Uuid) -> Result<Arc<CompiledSession>, Status> {
         if let Some(hit) = self.read_only.get(&session_id).await

@@ -29,6 +29,28 @@ impl Store {
         Ok(rows.into_iter().map(event_from_row).collect())
     }
 
+    /// A session's events after seq `after`, newest first, at most `limit`: what was appended
+    /// since a reader last looked (a pack's cached tail).
+    pub async fn events_newest_after(
+        &self,
+        namespace_id: Uuid,
+        session_id: Uuid,
+        after: u64,
+        limit: u32,
+    ) -> Result<Vec<Event>> {
+        let sql = format!(
+            "{EVENT_SELECT} WHERE e.session_id = $1 AND e.namespace_id = $2 AND e.seq > $3 ORDER BY e.seq DESC LIMIT $4"
+        );
+        let rows: Vec<EventRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(session_id)
+            .bind(namespace_id)
+            .bind(after as i64)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().map(event_from_row).collect())
+    }
+
     /// A session's newest events as (id, seq, kind) only — no content — newest first, at most
     /// `limit` (what the pack's store scan needs to find the events it has not seen yet).
     pub async fn event_keys_newest_first(
@@ -200,10 +222,12 @@ impl Store {
             Vec<String>,
             Vec<Uuid>,
             Vec<String>,
+            i64,
+            Vec<i64>,
         );
         let row: Option<Row> = sqlx::query_as(
             "WITH s AS (
-                 SELECT task_id AS session_task, COALESCE($3, task_id) AS task FROM sessions
+                 SELECT task_id AS session_task, COALESCE($3, task_id) AS task, next_seq - 1 AS head FROM sessions
                  WHERE id = $1 AND namespace_id = $2
              ), st AS (
                  SELECT ts.* FROM task_states ts JOIN task_heads h USING (namespace_id, task_id, version), s
@@ -215,13 +239,15 @@ impl Store {
                  FROM delegations d, s WHERE d.namespace_id = $2 AND d.parent_task_id = s.task
              ), sc AS (
                  SELECT COALESCE(array_agg(x.id ORDER BY x.created_at, x.id), '{}') AS ids,
-                        COALESCE(array_agg(x.task_id ORDER BY x.created_at, x.id), '{}') AS tasks
+                        COALESCE(array_agg(x.task_id ORDER BY x.created_at, x.id), '{}') AS tasks,
+                        COALESCE(array_agg(x.next_seq - 1 ORDER BY x.created_at, x.id), '{}') AS heads
                  FROM sessions x, s
                  WHERE x.namespace_id = $2 AND x.task_id IS NOT NULL
                    AND x.task_id = ANY(ARRAY[s.task] || (SELECT children FROM c) || ARRAY(SELECT parent_task_id FROM p))
              )
              SELECT s.session_task, s.task, st.version, st.state, st.rendered, st.tokens, st.tokenizer, st.author,
-                    st.created_at, (SELECT parent_task_id FROM p), (SELECT children FROM c), sc.ids, sc.tasks
+                    st.created_at, (SELECT parent_task_id FROM p), (SELECT children FROM c), sc.ids, sc.tasks,
+                    s.head, sc.heads
              FROM s LEFT JOIN st ON true, sc",
         )
         .bind(session_id)
@@ -257,6 +283,8 @@ impl Store {
             state,
             parent: r.9,
             children: r.10,
+            head: r.13.max(0) as u64,
+            heads: r.11.iter().copied().zip(r.14.iter().map(|h| (*h).max(0) as u64)).collect(),
             sessions: r.11.into_iter().zip(r.12).collect(),
         })
     }
@@ -273,4 +301,8 @@ pub struct PackContext {
     pub children: Vec<String>,
     /// Sessions of the task, its parent and its children: (session, task).
     pub sessions: Vec<(Uuid, String)>,
+    /// The session's last seq (0 when it has no events), read with the rest.
+    pub head: u64,
+    /// The last seq of each of `sessions`, in the same order.
+    pub heads: Vec<(Uuid, u64)>,
 }

@@ -125,6 +125,7 @@ fn convert(r: pb::SearchRequest, d: &crate::config::SearchConfig) -> Result<Sear
         mmr_lambda,
         with_text: r.with_text,
         with_lines: true,
+        heads_total: None,
     })
 }
 

@@ -405,6 +405,8 @@ async fn replay(ctx: &Ctx, index: usize, t: Trajectory) -> anyhow::Result<TraceR
                     user: Some(500),
                     headroom: Some(a.headroom),
                 }),
+                // The needle is looked for in the retrieval block's own text.
+                view: pb::PackView::Full as i32,
                 ..Default::default()
             })
             .await

@@ -46,6 +46,10 @@ pub struct PackArgs {
     /// Retrieval budget of each pack (tokens); the other budgets are the server's defaults.
     #[arg(long, default_value_t = 4096)]
     pub retrieval: u32,
+    /// Ask for whole packs (PACK_VIEW_FULL: every block's text and every candidate's decision)
+    /// instead of BuildPack's basic answer.
+    #[arg(long)]
+    pub full_view: bool,
     #[command(flatten)]
     pub config: ConfigArgs,
 }
@@ -115,7 +119,7 @@ pub async fn run(args: PackArgs) -> anyhow::Result<()> {
     let summary = json!({
         "bench": "pack",
         "workers": args.workers, "rate_per_worker": args.rate, "offered_per_sec": args.workers as f64 * args.rate,
-        "events": args.events, "seconds": args.seconds, "retrieval_budget": args.retrieval,
+        "events": args.events, "seconds": args.seconds, "retrieval_budget": args.retrieval, "full_view": args.full_view,
         "packs": main.count, "errors": main.errors, "achieved_per_sec": round(main.achieved),
         "p50_ms": round(main.p50_ms), "p90_ms": round(main.p90_ms), "p99_ms": round(main.p99_ms), "max_ms": round(main.max_ms),
         "cpu_ms_per_pack": main.cpu.map(|(m, _)| round(m)), "process_cpu_ms_per_pack": main.cpu.map(|(_, p)| round(p)),
@@ -205,6 +209,7 @@ async fn phase(
         let mut client = clients[w % clients.len()].clone();
         let (hist, errors, sessions) = (hist.clone(), errors.clone(), sessions.clone());
         let (ns, retrieval) = (conn.namespace.clone(), args.retrieval);
+        let view = if args.full_view { pb::PackView::Full } else { pb::PackView::Basic } as i32;
         let offset = interval.mul_f64(w as f64 / args.workers as f64);
         workers.push(tokio::spawn(async move {
             let mut k: u32 = 0;
@@ -220,6 +225,7 @@ async fn phase(
                     session_id: sessions[w].clone(),
                     user_message: QUERIES[(w + k as usize) % QUERIES.len()].into(),
                     budgets: Some(pb::Budgets { retrieval: Some(retrieval), ..Default::default() }),
+                    view,
                     ..Default::default()
                 };
                 let (mut c, hist, errors) = (client.clone(), hist.clone(), errors.clone());

@@ -105,6 +105,7 @@ impl ContextService for Context {
         check_size("request", request.get_ref().encoded_len(), st.max_message_bytes)?;
         let ns = st.auth.scope(&request, &request.get_ref().namespace, Access::Write).await?;
         let r = request.into_inner();
+        let full = wire::full_view("view", r.view, false)?;
         let req = BuildPack {
             session_id: parse_uuid("session_id", &r.session_id)?,
             task_id: convert::ident("task_id", r.task_id, st.limits.max_id_bytes)?,
@@ -116,14 +117,15 @@ impl ContextService for Context {
             historical: r.historical,
         };
         let built = st.context.build_pack(ns.id, req).await.map_err(|e| context_status(&e))?;
-        Ok(Response::new(wire::pack_out(&ns.name, built)))
+        Ok(Response::new(wire::pack_out(&ns.name, built, full)))
     }
 
     async fn get_pack(&self, request: Request<pb::GetPackRequest>) -> Result<Response<pb::Pack>, Status> {
         let st = &self.state;
         let ns = st.auth.scope(&request, &request.get_ref().namespace, Access::Read).await?;
         let id = parse_uuid("pack_id", &request.get_ref().pack_id)?;
+        let full = wire::full_view("view", request.get_ref().view, true)?;
         let built = st.context.pack(ns.id, id).await.map_err(|e| context_status(&e))?;
-        Ok(Response::new(wire::pack_out(&ns.name, built)))
+        Ok(Response::new(wire::pack_out(&ns.name, built, full)))
     }
 }

@@ -226,6 +226,16 @@ pub fn role(field: &str, r: i32) -> Result<Option<Role>, Status> {
     }
 }
 
+/// Whether an answer carries the whole pack (`PACK_VIEW_FULL`); `default` when unspecified.
+pub fn full_view(field: &str, v: i32, default: bool) -> Result<bool, Status> {
+    match pb::PackView::try_from(v) {
+        Ok(pb::PackView::Unspecified) => Ok(default),
+        Ok(pb::PackView::Basic) => Ok(false),
+        Ok(pb::PackView::Full) => Ok(true),
+        Err(_) => Err(Status::invalid_argument(format!("{field}: {v} is not a pack view"))),
+    }
+}
+
 fn role_out(r: Role) -> i32 {
     match r {
         Role::Solo => pb::Role::Solo as i32,
@@ -324,7 +334,9 @@ fn decision_out(d: &Decision) -> pb::CandidateDecision {
 }
 
 /// Consumes the pack: its text and blocks are most of a response's bytes, moved rather than copied.
-pub fn pack_out(ns: &str, b: BuiltPack) -> pb::Pack {
+/// Without `full`, blocks come without their text (it is in the pack's text) and no decisions: the
+/// basic view is about half the bytes to encode, send and decode.
+pub fn pack_out(ns: &str, b: BuiltPack, full: bool) -> pb::Pack {
     let p = b.pack;
     pb::Pack {
         pack_id: b.id.to_string(),
@@ -342,13 +354,13 @@ pub fn pack_out(ns: &str, b: BuiltPack) -> pb::Pack {
             .into_iter()
             .map(|bl| pb::PackBlock {
                 kind: block_name(bl.kind).to_owned(),
-                text: bl.text,
+                text: if full { bl.text } else { String::new() },
                 tokens: bl.tokens as u32,
                 budget: bl.budget as u32,
             })
             .collect(),
         items: p.items.iter().map(item_out).collect(),
-        decisions: p.decisions.iter().map(decision_out).collect(),
+        decisions: if full { p.decisions.iter().map(decision_out).collect() } else { Vec::new() },
         created_at: Some(timestamp(b.created_at)),
     }
 }
