@@ -228,7 +228,7 @@ mod tests {
         // With full-view coordinates, excerpt lines carry their numbers.
         let view = ViewBlock {
             range: LineRange { first: 100, last: 100 + 401 },
-            lines: content.lines().map(str::to_owned).collect(),
+            lines: content.lines().map(str::to_owned).collect::<Vec<_>>().into(),
         };
         let numbered = render_item("s1", &event(&content), Some(&view), &terms, 60, &t).expect("excerpt");
         assert!(

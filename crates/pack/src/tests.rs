@@ -169,7 +169,7 @@ fn full_view_lines_are_cited() {
     let mut c = lexical(ev(1, EventKind::ToolResult, "checksum ok"), 1.0);
     c.view = Some(ViewBlock {
         range: LineRange { first: 41, last: 43 },
-        lines: vec!["[tool] Bash".into(), "".into(), "checksum ok".into()],
+        lines: vec!["[tool] Bash".into(), "".into(), "checksum ok".into()].into(),
     });
     let pack = build_pack(&request(vec![c]), &t).expect("pack");
     assert!(pack.text.contains("(s1:41-43) [tool_result] Bash\n[tool] Bash\n\nchecksum ok\n"), "{}", pack.text);
@@ -221,7 +221,7 @@ prop_compose! {
         if with_view {
             let lines: Vec<String> = text.lines().map(str::to_owned).collect();
             let last = 10 + lines.len() as u32;
-            c.view = Some(ViewBlock { range: LineRange { first: 10, last }, lines });
+            c.view = Some(ViewBlock { range: LineRange { first: 10, last }, lines: lines.into() });
         }
         c
     }

@@ -76,8 +76,9 @@ impl ContextEvent {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ViewBlock {
     pub range: LineRange,
-    /// The block's lines; line `i` of this vector is full-view line `range.first + i`.
-    pub lines: Vec<String>,
+    /// The block's lines; line `i` of this vector is full-view line `range.first + i`. Shared:
+    /// the view seam keeps the blocks it has read, and an event's lines never change.
+    pub lines: std::sync::Arc<[String]>,
 }
 
 mod kind_name {

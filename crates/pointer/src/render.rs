@@ -72,7 +72,7 @@ pub fn render_event(alias: &str, event: &ContextEvent, view: Option<&ViewBlock>)
     out.push('\n');
     match view {
         Some(v) => {
-            for line in &v.lines {
+            for line in v.lines.iter() {
                 out.push_str(line);
                 out.push('\n');
             }
@@ -123,7 +123,8 @@ mod tests {
             render_event("s1", &event(EventKind::UserMessage, None, "hi\n\n"), None),
             "(s1@17) [user_message]\nhi\n"
         );
-        let view = ViewBlock { range: LineRange { first: 3, last: 4 }, lines: vec!["[user]".into(), "hi".into()] };
+        let view =
+            ViewBlock { range: LineRange { first: 3, last: 4 }, lines: vec!["[user]".into(), "hi".into()].into() };
         assert_eq!(render_event("s1", &e, Some(&view)), "(s1:3-4) [tool_result] Bash\n[user]\nhi\n");
     }
 

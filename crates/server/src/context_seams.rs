@@ -11,7 +11,28 @@ use uuid::Uuid;
 use crate::views::Views;
 
 /// Where events sit in their session's current full view, with the lines there.
-pub struct ViewFullView(pub Views);
+pub struct ViewFullView {
+    views: Views,
+    /// (session, compiled version, seq) → the event's block: a version's lines never change, and
+    /// packs place the same events turn after turn.
+    blocks: moka::sync::Cache<(Uuid, u64, u64), Option<ViewBlock>>,
+}
+
+/// Memory kept for placed events' lines.
+const BLOCK_CACHE_BYTES: u64 = 128 * 1024 * 1024;
+
+impl ViewFullView {
+    pub fn new(views: Views) -> ViewFullView {
+        let weigh = |_: &(Uuid, u64, u64), b: &Option<ViewBlock>| {
+            let bytes = b.as_ref().map_or(0, |b| b.lines.iter().map(|l| l.len() + 24).sum::<usize>());
+            u32::try_from(bytes + 64).unwrap_or(u32::MAX)
+        };
+        ViewFullView {
+            views,
+            blocks: moka::sync::Cache::builder().weigher(weigh).max_capacity(BLOCK_CACHE_BYTES).build(),
+        }
+    }
+}
 
 impl FullView for ViewFullView {
     fn locate<'a>(
@@ -23,28 +44,47 @@ impl FullView for ViewFullView {
     ) -> BoxFuture<'a, Result<Vec<Option<ViewBlock>>, ContextError>> {
         Box::pin(async move {
             let seam = |message: String| ContextError::Seam { seam: "full view", message };
-            let compiled =
-                self.0.compiled_at(namespace_id, session_id, head).await.map_err(|s| seam(s.message().to_owned()))?;
-            let by_seq =
-                self.0.lines_in(namespace_id, &compiled, seqs).await.map_err(|s| seam(s.message().to_owned()))?;
+            let compiled = self
+                .views
+                .compiled_at(namespace_id, session_id, head)
+                .await
+                .map_err(|s| seam(s.message().to_owned()))?;
+            // Imported traces never change (version 0); a live session's version is its head.
+            let version = if compiled.session.source.is_some() { 0 } else { compiled.session.event_count };
+            let key = |seq: u64| (session_id, version, seq);
+            let mut out: Vec<Option<Option<ViewBlock>>> = seqs.iter().map(|s| self.blocks.get(&key(*s))).collect();
+            let missing: Vec<u64> = seqs.iter().zip(&out).filter(|(_, b)| b.is_none()).map(|(s, _)| *s).collect();
+            if missing.is_empty() {
+                return Ok(out.into_iter().flatten().collect());
+            }
+            let by_seq = self
+                .views
+                .lines_in(namespace_id, &compiled, &missing)
+                .await
+                .map_err(|s| seam(s.message().to_owned()))?;
             let chains = compiled.trace.chains();
-            Ok(seqs
-                .iter()
-                .map(|seq| {
-                    let lines = *by_seq.get(seq)?;
-                    // Pointers cite one line space; events of later chains (after a compaction
-                    // inside an imported trace) are cited by seq.
-                    if lines.chain != 1 {
-                        return None;
-                    }
-                    let chain = chains.first()?;
-                    let range = memex_vcc::LineRange::new(lines.first_line, lines.last_line);
-                    Some(ViewBlock {
-                        range: LineRange { first: lines.first_line, last: lines.last_line },
-                        lines: chain.read_line_texts(range),
-                    })
+            let place = |seq: &u64| {
+                let lines = *by_seq.get(seq)?;
+                // Pointers cite one line space; events of later chains (after a compaction
+                // inside an imported trace) are cited by seq.
+                if lines.chain != 1 {
+                    return None;
+                }
+                let chain = chains.first()?;
+                let range = memex_vcc::LineRange::new(lines.first_line, lines.last_line);
+                Some(ViewBlock {
+                    range: LineRange { first: lines.first_line, last: lines.last_line },
+                    lines: chain.read_line_texts(range).into(),
                 })
-                .collect())
+            };
+            for (seq, slot) in seqs.iter().zip(out.iter_mut()) {
+                if slot.is_none() {
+                    let block = place(seq);
+                    self.blocks.insert(key(*seq), block.clone());
+                    *slot = Some(block);
+                }
+            }
+            Ok(out.into_iter().flatten().collect())
         })
     }
 }

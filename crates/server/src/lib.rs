@@ -90,7 +90,8 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Ou
     state.search = search.as_ref().map(|s| s.index.clone());
     // The context engine sees full views through the view cache and, when search is on, draws
     // pack candidates from the index and checks it before compaction evicts.
-    let mut context = state.context.clone().with_full_view(Arc::new(context_seams::ViewFullView(state.views.clone())));
+    let mut context =
+        state.context.clone().with_full_view(Arc::new(context_seams::ViewFullView::new(state.views.clone())));
     if let Some(index) = &state.search {
         context = context
             .with_source(Arc::new(context_seams::IndexSource(index.clone())))
