@@ -288,3 +288,33 @@ async fn hybrid_search_finds_paraphrases_and_mmr_spreads_duplicates() {
     assert!(diverse.contains(&ids[5]), "{diverse:?}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Queries of many sessions at once, each right after its session's append, each see their own
+/// session's new event: one catch-up (one commit) serves the queries waiting for it.
+#[tokio::test]
+async fn concurrent_queries_of_many_sessions_each_see_their_own_writes() {
+    let srv = server_or_skip!();
+    let ns = srv.store.create_namespace("concurrent").await.unwrap();
+    let dir = tmp("concurrent");
+    let idx = Arc::new(index(&srv.store, &dir, None));
+    let mut sessions = Vec::new();
+    for _ in 0..8 {
+        sessions.push(fixture(&srv, "concurrent").await);
+    }
+    let word = |round: usize, i: usize| format!("zq{}{}", (b'a' + round as u8) as char, (b'a' + i as u8) as char);
+    for round in 0..3 {
+        let queries = sessions.iter_mut().enumerate().map(|(i, f)| {
+            let idx = idx.clone();
+            async move {
+                f.append(vec![ev("note", &format!("marker {} here", word(round, i)))]).await.unwrap();
+                let mut r = SearchRequest::new(word(round, i), 5);
+                r.vector_weight = 0.0;
+                r.filter.session_ids = vec![f.session.parse().unwrap()];
+                idx.search(ns.id, &r).await.unwrap().hits.len()
+            }
+        });
+        let found = futures::future::join_all(queries).await;
+        assert_eq!(found, vec![1; 8], "round {round}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -121,11 +121,29 @@ impl SearchIndex {
             Some(t) => t,
             None => self.store.head_total(ns, sessions).await?,
         };
+        let poisoned = || IndexError::Task("pending sessions lock poisoned".into());
+        if let Some(s) = sessions {
+            idx.pending.lock().map_err(|_| poisoned())?.extend(s.iter().copied());
+        }
         let mut marks = idx.state.lock().await;
         if marks.sum(sessions) >= total {
             return Ok(0);
         }
-        let heads = self.store.session_heads(ns, sessions).await?;
+        // Catch up every session a query is waiting for, in one commit: the sessions queued
+        // before this point were queued after their queries read their heads, so the heads
+        // read below cover them; the waiting queries then find their sessions caught up.
+        let batch: Option<Vec<Uuid>> = match sessions {
+            Some(own) => {
+                let mut all: std::collections::HashSet<Uuid> =
+                    std::mem::take(&mut *idx.pending.lock().map_err(|_| poisoned())?);
+                all.extend(own.iter().copied());
+                let mut all: Vec<Uuid> = all.into_iter().collect();
+                all.sort_unstable();
+                Some(all)
+            }
+            None => None,
+        };
+        let heads = self.store.session_heads(ns, batch.as_deref()).await?;
         let mut docs = Vec::new();
         let mut updates = Vec::new();
         let mut indexed = 0u64;

@@ -29,6 +29,9 @@ pub(crate) struct NamespaceIndex {
     /// Serialises catch-ups; holds the watermarks. Held across the database reads of a catch-up so
     /// a concurrent query waits for it rather than answering from a stale index.
     pub state: tokio::sync::Mutex<Watermarks>,
+    /// Sessions that queries are waiting to see caught up: whoever holds `state` next catches
+    /// them all up in one commit (a commit per query made a live agent loop index-bound).
+    pub pending: Mutex<std::collections::HashSet<Uuid>>,
     /// Each live segment's id columns: opening them decodes column headers, a cost per segment
     /// per query otherwise. Segments are immutable; entries of merged-away ones are dropped.
     columns: Mutex<HashMap<tantivy::index::SegmentId, Arc<IdColumns>>>,
@@ -134,6 +137,7 @@ impl NamespaceIndex {
             fields,
             writer: Arc::new(Mutex::new(writer)),
             state: tokio::sync::Mutex::new(Watermarks::default()),
+            pending: Mutex::new(std::collections::HashSet::new()),
             columns: Mutex::new(HashMap::new()),
         };
         let marks = ni.scan_watermarks()?;

@@ -50,6 +50,11 @@ pub struct PackArgs {
     /// instead of BuildPack's basic answer.
     #[arg(long)]
     pub full_view: bool,
+    /// Each turn first appends an event to the worker's session, as an agent loop does, then asks
+    /// for the pack: the session changes before every pack (new tail, new view version, new
+    /// events to index). Latency is then the turn's: append and pack.
+    #[arg(long)]
+    pub append: bool,
     #[command(flatten)]
     pub config: ConfigArgs,
 }
@@ -79,6 +84,9 @@ pub async fn run(args: PackArgs) -> anyhow::Result<()> {
         args.events,
         source_names(&args.config)?,
     );
+    if args.append {
+        println!("  each turn appends an event to its session first: latency is the turn's, append and pack");
+    }
     // Warm-up (caches, connections), not measured.
     phase(&args, &conn, &sessions, args.rate, args.warmup).await?;
     let (packs_before, phases_before) = memex_context::pack_phase_totals();
@@ -119,7 +127,7 @@ pub async fn run(args: PackArgs) -> anyhow::Result<()> {
     let summary = json!({
         "bench": "pack",
         "workers": args.workers, "rate_per_worker": args.rate, "offered_per_sec": args.workers as f64 * args.rate,
-        "events": args.events, "seconds": args.seconds, "retrieval_budget": args.retrieval, "full_view": args.full_view,
+        "events": args.events, "seconds": args.seconds, "retrieval_budget": args.retrieval, "full_view": args.full_view, "append": args.append,
         "packs": main.count, "errors": main.errors, "achieved_per_sec": round(main.achieved),
         "p50_ms": round(main.p50_ms), "p90_ms": round(main.p90_ms), "p99_ms": round(main.p99_ms), "max_ms": round(main.max_ms),
         "cpu_ms_per_pack": main.cpu.map(|(m, _)| round(m)), "process_cpu_ms_per_pack": main.cpu.map(|(_, p)| round(p)),
@@ -198,7 +206,11 @@ async fn phase(
     // A few HTTP/2 connections shared by the workers, as agents behind a few gateways would.
     let mut clients = Vec::new();
     for _ in 0..8 {
-        clients.push(super::bench::context_clients(conn).await?.0);
+        let events = memex_proto::v1::event_service_client::EventServiceClient::with_interceptor(
+            conn.channel().await?,
+            conn.bearer()?,
+        );
+        clients.push((super::bench::context_clients(conn).await?.0, events));
     }
     let cpu_before = cpu_seconds();
     let start = Instant::now() + Duration::from_millis(50);
@@ -210,6 +222,7 @@ async fn phase(
         let (hist, errors, sessions) = (hist.clone(), errors.clone(), sessions.clone());
         let (ns, retrieval) = (conn.namespace.clone(), args.retrieval);
         let view = if args.full_view { pb::PackView::Full } else { pb::PackView::Basic } as i32;
+        let args_append = args.append;
         let offset = interval.mul_f64(w as f64 / args.workers as f64);
         workers.push(tokio::spawn(async move {
             let mut k: u32 = 0;
@@ -228,9 +241,28 @@ async fn phase(
                     view,
                     ..Default::default()
                 };
-                let (mut c, hist, errors) = (client.clone(), hist.clone(), errors.clone());
+                let append = args_append.then(|| pb::AppendEventsRequest {
+                    namespace: ns.clone(),
+                    session_id: sessions[w].clone(),
+                    events: vec![pb::EventInput {
+                        kind: "assistant_message".into(),
+                        content: format!(
+                            "Turn {k}: next I will look into {}",
+                            QUERIES[(w + k as usize) % QUERIES.len()]
+                        ),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                });
+                let ((mut c, mut e), hist, errors) = (client.clone(), hist.clone(), errors.clone());
                 inflight.push(tokio::spawn(async move {
-                    match c.build_pack(req).await {
+                    let turn = async {
+                        if let Some(a) = append {
+                            e.append_events(a).await?;
+                        }
+                        c.build_pack(req).await
+                    };
+                    match turn.await {
                         Ok(_) => {
                             let us = scheduled.elapsed().as_micros().max(1) as u64;
                             if let Ok(mut h) = hist.lock() {
