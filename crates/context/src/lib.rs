@@ -28,6 +28,7 @@ mod planning;
 mod recent;
 pub mod seams;
 mod stats;
+mod stored;
 mod task;
 mod tokens;
 mod window;
