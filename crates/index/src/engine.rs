@@ -127,6 +127,15 @@ impl SearchIndex {
         }
         let mut marks = idx.state.lock().await;
         if marks.sum(sessions) >= total {
+            // Nothing to wait for: take this query's sessions off the queue again, so a namespace
+            // that only answers queries does not queue every session it is asked about (a waiter
+            // that queued the same session catches it up itself: its own sessions are in its batch).
+            if let Some(s) = sessions {
+                let mut pending = idx.pending.lock().map_err(|_| poisoned())?;
+                for id in s {
+                    pending.remove(id);
+                }
+            }
             return Ok(0);
         }
         // Catch up every session a query is waiting for, in one commit: the sessions queued
