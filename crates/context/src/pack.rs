@@ -124,17 +124,12 @@ impl ContextEngine {
             async {
                 match cached_tail {
                     Some(_) => Ok(None),
-                    None => {
-                        self.store.events_newest_first(namespace_id, session_id, None, 2 * TAIL_PAGE).await.map(Some)
-                    }
+                    None => self.read_tail(namespace_id, session_id, 2 * TAIL_PAGE).await.map(Some),
                 }
             },
         )?;
         let mut newest = match fresh {
-            Some(events) => {
-                self.remember_tail(namespace_id, session_id, &events);
-                events
-            }
+            Some(events) => events,
             None => self.tail_at(namespace_id, session_id, ctx.head, cached_tail, 2 * TAIL_PAGE).await?,
         };
         let task_id = ctx.task_id.clone();
@@ -180,7 +175,7 @@ impl ContextEngine {
             && newest.len() < self.cfg.tail_events as usize
             && newest.iter().map(|e| e.content.len()).sum::<usize>() < wanted_bytes
         {
-            let before = newest.last().map(|e| e.seq);
+            let before = StoreSeqRange { from: 0, to: newest.last().map(|e| e.seq.saturating_sub(1)) };
             let more = self.store.events_newest_first(namespace_id, session_id, before, TAIL_PAGE).await?;
             if more.is_empty() {
                 break;

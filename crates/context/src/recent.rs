@@ -4,7 +4,7 @@
 //! session has grown reads only the events appended since (events never change, seqs are gapless).
 use std::sync::Arc;
 
-use memex_store::Event;
+use memex_store::{Event, SeqRange};
 use uuid::Uuid;
 
 use crate::{ContextEngine, Result};
@@ -41,9 +41,22 @@ impl ContextEngine {
     }
 
     /// Keeps a first page of newest events just read.
-    pub(crate) fn remember_tail(&self, namespace_id: Uuid, session_id: Uuid, events: &[Event]) {
+    fn remember_tail(&self, namespace_id: Uuid, session_id: Uuid, events: &[Event]) {
         let head = events.first().map_or(0, |e| e.seq);
         self.tails.insert((namespace_id, session_id), Arc::new(Tail { head, events: events.to_vec() }));
+    }
+
+    /// Reads the session's `limit` newest events afresh, newest first, and keeps them.
+    pub(crate) async fn read_tail(
+        &self,
+        namespace_id: Uuid,
+        session_id: Uuid,
+        limit: u32,
+    ) -> memex_store::Result<Vec<Event>> {
+        let all = SeqRange { from: 0, to: None };
+        let events = self.store.events_newest_first(namespace_id, session_id, all, limit).await?;
+        self.remember_tail(namespace_id, session_id, &events);
+        Ok(events)
     }
 
     /// The session's `limit` newest events, newest first, as of `head`: `cached` when it is that
@@ -59,12 +72,13 @@ impl ContextEngine {
         let events = match cached {
             Some(c) if c.head == head && c.events.len() <= limit as usize => return Ok(c.events.clone()),
             Some(c) if c.head < head => {
-                let mut newer = self.store.events_newest_after(namespace_id, session_id, c.head, limit).await?;
+                let since = SeqRange { from: c.head + 1, to: None };
+                let mut newer = self.store.events_newest_first(namespace_id, session_id, since, limit).await?;
                 let room = (limit as usize).saturating_sub(newer.len());
                 newer.extend(c.events.iter().take(room).cloned());
                 newer
             }
-            _ => self.store.events_newest_first(namespace_id, session_id, None, limit).await?,
+            _ => return Ok(self.read_tail(namespace_id, session_id, limit).await?),
         };
         self.remember_tail(namespace_id, session_id, &events);
         Ok(events)

@@ -5,46 +5,27 @@ use uuid::Uuid;
 use crate::task_state::TaskStateRow;
 
 use crate::read::{EVENT_SELECT, EventRow, event_from_row};
-use crate::{Event, Result, Store, StoreError};
+use crate::{Event, Result, SeqRange, Store, StoreError};
 
 impl Store {
-    /// A session's events with seq < `before` (all when None), newest first, at most `limit`.
+    /// A session's events with seqs in `range`, newest first, at most `limit`: the recent tail, a
+    /// page before a seq, or what was appended since a reader last looked.
     pub async fn events_newest_first(
         &self,
         namespace_id: Uuid,
         session_id: Uuid,
-        before: Option<u64>,
+        range: SeqRange,
         limit: u32,
     ) -> Result<Vec<Event>> {
         let sql = format!(
-            "{EVENT_SELECT} WHERE e.session_id = $1 AND e.namespace_id = $2 AND e.seq < $3 ORDER BY e.seq DESC LIMIT $4"
+            "{EVENT_SELECT} WHERE e.session_id = $1 AND e.namespace_id = $2 AND e.seq >= $3 AND e.seq <= $4
+             ORDER BY e.seq DESC LIMIT $5"
         );
         let rows: Vec<EventRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(session_id)
             .bind(namespace_id)
-            .bind(before.map_or(i64::MAX, |b| b as i64))
-            .bind(i64::from(limit))
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(rows.into_iter().map(event_from_row).collect())
-    }
-
-    /// A session's events after seq `after`, newest first, at most `limit`: what was appended
-    /// since a reader last looked (a pack's cached tail).
-    pub async fn events_newest_after(
-        &self,
-        namespace_id: Uuid,
-        session_id: Uuid,
-        after: u64,
-        limit: u32,
-    ) -> Result<Vec<Event>> {
-        let sql = format!(
-            "{EVENT_SELECT} WHERE e.session_id = $1 AND e.namespace_id = $2 AND e.seq > $3 ORDER BY e.seq DESC LIMIT $4"
-        );
-        let rows: Vec<EventRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-            .bind(session_id)
-            .bind(namespace_id)
-            .bind(after as i64)
+            .bind(i64::try_from(range.from).unwrap_or(i64::MAX))
+            .bind(range.to.map_or(i64::MAX, |t| i64::try_from(t).unwrap_or(i64::MAX)))
             .bind(i64::from(limit))
             .fetch_all(&self.pool)
             .await?;
