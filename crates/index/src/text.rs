@@ -267,17 +267,13 @@ impl NamespaceIndex {
         // A few sessions' documents are far fewer than a common term's: each term is then
         // intersected with them (scoring 0, so scores are unchanged), and the union scores only
         // the sessions' documents instead of every document of the term near them.
-        let sessions = &filter.session_ids;
+        let sessions: Vec<String> = filter.session_ids.iter().map(Uuid::to_string).collect();
         let narrow = !sessions.is_empty() && sessions.len() <= SMALL_TERM_SET;
         let within = |q: Box<dyn Query>| -> Box<dyn Query> {
             if !narrow {
                 return q;
             }
-            let any = sessions.iter().map(|s| {
-                let t = Term::from_field_text(f.session, &s.to_string());
-                (Occur::Should, Box::new(TermQuery::new(t, IndexRecordOption::Basic)) as Box<dyn Query>)
-            });
-            let only = Box::new(ConstScoreQuery::new(Box::new(BooleanQuery::new(any.collect())), 0.0));
+            let only = any_of(f.session, &sessions, 0.0);
             Box::new(BooleanQuery::new(vec![(Occur::Must, q), (Occur::Must, only)]))
         };
         let mut text: Vec<(Occur, Box<dyn Query>)> = Vec::new();
@@ -307,21 +303,18 @@ impl NamespaceIndex {
             if values.is_empty() {
                 return;
             }
-            let terms = values.iter().map(|v| Term::from_field_text(field, v));
             // A TermSetQuery builds an FST of its terms for every segment it runs on: more than a
             // whole pack's query costs when the set is a session or two. A union of term queries
             // answers small sets without building anything; constant 1.0, the score a TermSetQuery
             // adds, so ranks and scores are the same either way.
             let q: Box<dyn Query> = if values.len() <= SMALL_TERM_SET {
-                let any = terms
-                    .map(|t| (Occur::Should, Box::new(TermQuery::new(t, IndexRecordOption::Basic)) as Box<dyn Query>));
-                Box::new(ConstScoreQuery::new(Box::new(BooleanQuery::new(any.collect())), 1.0))
+                any_of(field, &values, 1.0)
             } else {
-                Box::new(TermSetQuery::new(terms))
+                Box::new(TermSetQuery::new(values.iter().map(|v| Term::from_field_text(field, v))))
             };
             clauses.push((Occur::Must, q));
         };
-        set(f.session, filter.session_ids.iter().map(Uuid::to_string).collect());
+        set(f.session, sessions);
         set(f.task, filter.task_ids.clone());
         set(f.agent, filter.agent_ids.clone());
         set(f.kind, filter.kinds.clone());
@@ -386,6 +379,15 @@ impl NamespaceIndex {
 /// ties fall to `doc_key`. Scores are positive and finite: the rounding carries into the exponent.
 fn stable_score(s: f32) -> f32 {
     f32::from_bits((s.to_bits() + 0x100) & !0x1FF)
+}
+
+/// Documents with any of `values` in `field`, every one scoring `score`.
+fn any_of(field: tantivy::schema::Field, values: &[String], score: f32) -> Box<dyn Query> {
+    let any = values.iter().map(|v| {
+        let t = Term::from_field_text(field, v);
+        (Occur::Should, Box::new(TermQuery::new(t, IndexRecordOption::Basic)) as Box<dyn Query>)
+    });
+    Box::new(ConstScoreQuery::new(Box::new(BooleanQuery::new(any.collect())), score))
 }
 
 /// Filter sets up to this size are a union of term queries, larger ones a `TermSetQuery`.
