@@ -275,3 +275,33 @@ async fn a_pack_sees_what_was_appended_since_the_last_one() {
     let item = next.items.iter().find(|i| i.seq == added.last_seq).unwrap();
     assert!(item.lines.is_some(), "{item:?}");
 }
+
+#[tokio::test]
+async fn a_cached_tail_and_a_cold_replica_give_the_same_pack() {
+    let srv = server_or_skip!();
+    let mut f = fixture(&srv, "pkr").await;
+    let s = f.session.clone();
+    // Short events: the tail pages in past the first read (two pages of 48 events).
+    let steps = |tag: &str| (0..150).map(|i| ev("assistant_message", &format!("step {tag}{i} done"))).collect();
+    f.append_to(&s, steps("a"), "").await;
+    let first = f.pack(&s, "which step came last?", budgets(1500, 6000)).await.unwrap();
+    let again = f.pack(&s, "which step came last?", budgets(1500, 6000)).await.unwrap();
+    assert_eq!((&again.text, &again.items, &again.decisions), (&first.text, &first.items, &first.decisions));
+    let tail = |p: &pb::Pack| p.items.iter().filter(|i| i.block == "tail").map(|i| i.seq).collect::<Vec<u64>>();
+    assert!(tail(&first).len() > 96, "{}", tail(&first).len());
+
+    // More than a first read's worth appended at once: the cached tail is behind a gap.
+    let added = f.append_to(&s, steps("b"), "").await;
+    let next = f.pack(&s, "which step came last?", budgets(1500, 6000)).await.unwrap();
+    let seqs = tail(&next);
+    assert_eq!(seqs.last(), Some(&added.last_seq));
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "the tail has a gap: {seqs:?}");
+    assert!(seqs.len() > 96, "{}", seqs.len());
+
+    // A replica with cold caches pages the same tail in from the store.
+    let replica = srv.replica().await;
+    let c = replica.clients(Some(f.token.trim_start_matches("Bearer "))).await;
+    let mut g = Fixture { ns: f.ns.clone(), c, session: s.clone(), token: f.token.clone() };
+    let cold = g.pack(&s, "which step came last?", budgets(1500, 6000)).await.unwrap();
+    assert_eq!((&cold.text, &cold.items, &cold.decisions), (&next.text, &next.items, &next.decisions));
+}

@@ -86,6 +86,23 @@ impl TestServer {
         Some(srv)
     }
 
+    /// A second server over the same database, with its own text index and cold caches: what
+    /// another replica of a scaled-out deployment would be.
+    pub async fn replica(&self) -> TestServer {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
+        let addr = listener.local_addr().expect("local addr");
+        let mut config = self.config.clone();
+        config.search.index_dir = format!("{}-replica-{}", self.config.search.index_dir, addr.port());
+        let store = self.store.clone();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(memex_server::run(listener, config.clone(), async {
+            let _ = rx.await;
+        }));
+        let srv = TestServer { addr, config, store, shutdown: Some(tx), task: Some(task) };
+        srv.wait_ready().await;
+        srv
+    }
+
     async fn wait_ready(&self) {
         for _ in 0..250 {
             if let Ok(ch) = Channel::from_shared(self.endpoint()).unwrap().connect().await {

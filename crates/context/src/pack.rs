@@ -15,6 +15,7 @@ use memex_task::{KeyPointer, TaskState};
 use memex_tokens::Tokenizer;
 use uuid::Uuid;
 
+use crate::recent::TailPages;
 use crate::seams::SearchQuery;
 use crate::stats::PhaseClock;
 use crate::stored::{compress_pack, decompress_pack};
@@ -124,14 +125,10 @@ impl ContextEngine {
             async {
                 match cached_tail {
                     Some(_) => Ok(None),
-                    None => self.read_tail(namespace_id, session_id, 2 * TAIL_PAGE).await.map(Some),
+                    None => self.read_newest(namespace_id, session_id, 2 * TAIL_PAGE).await.map(Some),
                 }
             },
         )?;
-        let mut newest = match fresh {
-            Some(events) => events,
-            None => self.tail_at(namespace_id, session_id, ctx.head, cached_tail, 2 * TAIL_PAGE).await?,
-        };
         let task_id = ctx.task_id.clone();
         if let Some(t) = &ctx.session_task {
             self.session_tasks.insert((namespace_id, session_id), Some(t.clone()));
@@ -169,20 +166,15 @@ impl ContextEngine {
 
         // The agent's window: the recent tail (resident events and manifests) and the system block.
         // Read more of the session only while the tail budget could still take it.
-        let wanted_bytes = budgets.tail.saturating_mul(6);
-        while newest.len() % TAIL_PAGE as usize == 0
-            && !newest.is_empty()
-            && newest.len() < self.cfg.tail_events as usize
-            && newest.iter().map(|e| e.content.len()).sum::<usize>() < wanted_bytes
-        {
-            let before = StoreSeqRange { from: 0, to: newest.last().map(|e| e.seq.saturating_sub(1)) };
-            let more = self.store.events_newest_first(namespace_id, session_id, before, TAIL_PAGE).await?;
-            if more.is_empty() {
-                break;
-            }
-            newest.extend(more);
-        }
-        let complete = newest.len() % TAIL_PAGE as usize != 0;
+        let pages = TailPages {
+            first: 2 * TAIL_PAGE,
+            page: TAIL_PAGE,
+            max_events: self.cfg.tail_events as usize,
+            wanted_bytes: budgets.tail.saturating_mul(6),
+        };
+        let newest = self.tail_for_pack(namespace_id, session_id, ctx.head, cached_tail, fresh, &pages).await?;
+        // Every event of the session is in the tail's reach: all manifests belong in the window.
+        let complete = newest.last().is_none_or(|e| e.seq <= 1);
         let mut tail_events: Vec<Event> = newest.into_iter().filter(|e| !is_evicted(&evictions, e.seq)).collect();
         tail_events.reverse();
         // Placed in the full view together with the candidates, below: one lookup of the session.

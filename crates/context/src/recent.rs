@@ -22,6 +22,25 @@ pub(crate) struct Standing {
     system: Vec<Event>,
 }
 
+/// How a pack pages in its recent tail: a first read of `first` events, then `page` more at a
+/// time while the tail is a whole number of pages, under `max_events`, and under `wanted_bytes`
+/// of content (more could not fit the tail budget).
+pub(crate) struct TailPages {
+    pub first: u32,
+    pub page: u32,
+    pub max_events: usize,
+    pub wanted_bytes: usize,
+}
+
+impl TailPages {
+    fn wants_more(&self, tail: &[Event]) -> bool {
+        !tail.is_empty()
+            && tail.len().is_multiple_of(self.page as usize)
+            && tail.len() < self.max_events
+            && tail.iter().map(|e| e.content.len()).sum::<usize>() < self.wanted_bytes
+    }
+}
+
 fn weight(events: &[Event]) -> u32 {
     events.iter().map(crate::events::event_weight).fold(64u32, u32::saturating_add)
 }
@@ -40,50 +59,95 @@ impl ContextEngine {
         self.tails.get(&(namespace_id, session_id))
     }
 
-    /// Keeps a first page of newest events just read.
+    /// Keeps the newest events a pack paged in.
     fn remember_tail(&self, namespace_id: Uuid, session_id: Uuid, events: &[Event]) {
         let head = events.first().map_or(0, |e| e.seq);
         self.tails.insert((namespace_id, session_id), Arc::new(Tail { head, events: events.to_vec() }));
     }
 
-    /// Reads the session's `limit` newest events afresh, newest first, and keeps them.
-    pub(crate) async fn read_tail(
+    /// Reads the session's `limit` newest events, newest first.
+    pub(crate) async fn read_newest(
         &self,
         namespace_id: Uuid,
         session_id: Uuid,
         limit: u32,
     ) -> memex_store::Result<Vec<Event>> {
-        let all = SeqRange { from: 0, to: None };
-        let events = self.store.events_newest_first(namespace_id, session_id, all, limit).await?;
-        self.remember_tail(namespace_id, session_id, &events);
-        Ok(events)
+        self.store.events_newest_first(namespace_id, session_id, SeqRange { from: 0, to: None }, limit).await
     }
 
-    /// The session's `limit` newest events, newest first, as of `head`: `cached` when it is that
-    /// version, else `cached` with what was appended after it, else read afresh.
-    pub(crate) async fn tail_at(
+    /// The session's newest events as of `head`, newest first: `cached` when it is that version,
+    /// else `cached` after what was appended since, else read afresh. Contiguous seqs from `head`
+    /// down; as many as were cached or read, not cut to any length.
+    async fn newest_at(
         &self,
         namespace_id: Uuid,
         session_id: Uuid,
         head: u64,
         cached: Option<Arc<Tail>>,
-        limit: u32,
+        first_read: u32,
     ) -> Result<Vec<Event>> {
-        let events = match cached {
-            Some(c) if c.head == head && c.events.len() <= limit as usize => return Ok(c.events.clone()),
+        Ok(match cached {
+            Some(c) if c.head == head => c.events.clone(),
             Some(c) if c.head < head => {
                 let since = SeqRange { from: c.head + 1, to: None };
-                let mut newer = self.store.events_newest_first(namespace_id, session_id, since, limit).await?;
-                let room = (limit as usize).saturating_sub(newer.len());
-                newer.extend(c.events.iter().take(room).cloned());
+                let mut newer = self.store.events_newest_first(namespace_id, session_id, since, first_read).await?;
+                // A page that did not reach the cached head leaves a gap: the cached events go.
+                if newer.last().is_some_and(|e| e.seq == c.head + 1) {
+                    newer.extend(c.events.iter().cloned());
+                }
                 newer
             }
-            _ => return Ok(self.read_tail(namespace_id, session_id, limit).await?),
-        };
-        self.remember_tail(namespace_id, session_id, &events);
-        Ok(events)
+            _ => {
+                self.store
+                    .events_newest_first(namespace_id, session_id, SeqRange { from: 0, to: None }, first_read)
+                    .await?
+            }
+        })
     }
 
+    /// The recent tail a pack reads: the session's newest events as of `head`, newest first, paged
+    /// in by `pages` — exactly what paging from the store would give, whatever the cache held
+    /// (same inputs, same pack). Keeps what it returns. `fresh` is a first page already read.
+    pub(crate) async fn tail_for_pack(
+        &self,
+        namespace_id: Uuid,
+        session_id: Uuid,
+        head: u64,
+        cached: Option<Arc<Tail>>,
+        fresh: Option<Vec<Event>>,
+        pages: &TailPages,
+    ) -> Result<Vec<Event>> {
+        let mut have = match fresh {
+            Some(events) => events,
+            None => self.newest_at(namespace_id, session_id, head, cached, pages.first).await?,
+        };
+        let reaches_start = |have: &[Event]| have.last().is_none_or(|e| e.seq <= 1);
+        // Simulate the paging, reading only what the cache lacks.
+        let (mut n, mut target) = (0usize, pages.first as usize);
+        loop {
+            while have.len() < target && !reaches_start(&have) {
+                let before = SeqRange { from: 0, to: have.last().map(|e| e.seq.saturating_sub(1)) };
+                let want = u32::try_from(target - have.len()).unwrap_or(u32::MAX);
+                let more = self.store.events_newest_first(namespace_id, session_id, before, want).await?;
+                if more.is_empty() {
+                    break;
+                }
+                have.extend(more);
+            }
+            let next = target.min(have.len());
+            if next == n {
+                break;
+            }
+            n = next;
+            if !pages.wants_more(&have[..n]) {
+                break;
+            }
+            target = n + pages.page as usize;
+        }
+        have.truncate(n);
+        self.remember_tail(namespace_id, session_id, &have);
+        Ok(have)
+    }
     /// Standing items of `scope` (at most `limit`) and the system events of `own` (at most
     /// `system_limit`), newest first: cached while every session of the scope is at `heads`.
     pub(crate) async fn standing_at(

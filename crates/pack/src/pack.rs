@@ -101,7 +101,8 @@ fn tail_block(req: &PackRequest, counter: &dyn TokenCounter) -> (String, Vec<Pac
     let legend = format!("{}\n", aliases.legend());
     let fixed = counter.count(TAIL_HEADER) + counter.count(&legend);
     let mut used = fixed;
-    let mut chosen: Vec<(String, Option<PackItem>)> = Vec::new();
+    // (text, its tokens, its item): the count taken to choose an entry is the item's count.
+    let mut chosen: Vec<(String, usize, Option<PackItem>)> = Vec::new();
     for entry in req.tail.iter().rev() {
         let (text, item) = match entry {
             TailEntry::Manifest { text, .. } => (format!("{}\n", text.trim_end_matches('\n')), None),
@@ -111,10 +112,10 @@ fn tail_block(req: &PackRequest, counter: &dyn TokenCounter) -> (String, Vec<Pac
                 (text, Some(item_of(BlockKind::Tail, event, view.as_ref(), 0, false, None)))
             }
         };
-        let cost = counter.count(&text) + 1;
-        if used + cost <= budget {
-            used += cost;
-            chosen.push((text, item));
+        let tokens = counter.count(&text);
+        if used + tokens < budget {
+            used += tokens + 1;
+            chosen.push((text, tokens, item));
             continue;
         }
         if chosen.is_empty()
@@ -130,7 +131,7 @@ fn tail_block(req: &PackRequest, counter: &dyn TokenCounter) -> (String, Vec<Pac
                 budget.saturating_sub(used + 1),
                 counter,
             ) {
-                chosen.push((r.text, Some(item_of(BlockKind::Tail, event, view.as_ref(), 0, true, None))));
+                chosen.push((r.text, r.tokens, Some(item_of(BlockKind::Tail, event, view.as_ref(), 0, true, None))));
             }
         }
         break;
@@ -141,7 +142,7 @@ fn tail_block(req: &PackRequest, counter: &dyn TokenCounter) -> (String, Vec<Pac
             return (String::new(), Vec::new());
         }
         let mut text = format!("{TAIL_HEADER}{legend}");
-        for (t, _) in &chosen {
+        for (t, _, _) in &chosen {
             text.push('\n');
             text.push_str(t);
         }
@@ -149,9 +150,9 @@ fn tail_block(req: &PackRequest, counter: &dyn TokenCounter) -> (String, Vec<Pac
         if tokens <= budget {
             let items = chosen
                 .into_iter()
-                .filter_map(|(t, item)| {
+                .filter_map(|(_, tokens, item)| {
                     item.map(|mut i| {
-                        i.tokens = counter.count(&t);
+                        i.tokens = tokens;
                         i
                     })
                 })
