@@ -1,4 +1,5 @@
 //! Stored events as the pure cores see them.
+use std::borrow::Borrow;
 use std::collections::HashMap;
 
 use memex_event::EventKind;
@@ -55,13 +56,18 @@ impl ContextEngine {
 
     /// Converts stored events, filling each one's task from its session when it names none, and
     /// each tool output's tool from its call.
-    pub(crate) async fn context_events(&self, namespace_id: Uuid, events: &[Event]) -> Result<Vec<ContextEvent>> {
+    pub(crate) async fn context_events<E: std::borrow::Borrow<Event>>(
+        &self,
+        namespace_id: Uuid,
+        events: &[E],
+    ) -> Result<Vec<ContextEvent>> {
+        let events: Vec<&Event> = events.iter().map(Borrow::borrow).collect();
         let sessions: Vec<Uuid> = events.iter().filter(|e| e.task_id.is_none()).map(|e| e.session_id).collect();
         let tasks = self.tasks_of(namespace_id, &sessions).await?;
         let mut out: Vec<ContextEvent> =
             events.iter().map(|e| context_event(e, tasks.get(&e.session_id).and_then(|t| t.as_deref()))).collect();
         let mut wanted: Vec<(Uuid, String)> = Vec::new();
-        for e in events {
+        for e in &events {
             if e.tool_name.is_none()
                 && let Some(call) = &e.tool_call_id
             {

@@ -175,8 +175,7 @@ impl ContextEngine {
         let newest = self.tail_for_pack(namespace_id, session_id, ctx.head, cached_tail, fresh, &pages).await?;
         // Every event of the session is in the tail's reach: all manifests belong in the window.
         let complete = newest.last().is_none_or(|e| e.seq <= 1);
-        let mut tail_events: Vec<Event> = newest.into_iter().filter(|e| !is_evicted(&evictions, e.seq)).collect();
-        tail_events.reverse();
+        let tail_events: Vec<&Event> = newest.iter().rev().filter(|e| !is_evicted(&evictions, e.seq)).collect();
         // Placed in the full view together with the candidates, below: one lookup of the session.
         let tail_ctx: Vec<ContextEvent> = self
             .context_events(namespace_id, &tail_events)

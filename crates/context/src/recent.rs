@@ -12,7 +12,7 @@ use crate::{ContextEngine, Result};
 /// A session's newest events, newest first, as of `head` (its newest event's seq; 0: none).
 pub(crate) struct Tail {
     head: u64,
-    events: Vec<Event>,
+    events: Arc<Vec<Event>>,
 }
 
 /// Standing items and system events of a pack's scope, as of the scope's heads.
@@ -60,9 +60,9 @@ impl ContextEngine {
     }
 
     /// Keeps the newest events a pack paged in.
-    fn remember_tail(&self, namespace_id: Uuid, session_id: Uuid, events: &[Event]) {
+    fn remember_tail(&self, namespace_id: Uuid, session_id: Uuid, events: Arc<Vec<Event>>) {
         let head = events.first().map_or(0, |e| e.seq);
-        self.tails.insert((namespace_id, session_id), Arc::new(Tail { head, events: events.to_vec() }));
+        self.tails.insert((namespace_id, session_id), Arc::new(Tail { head, events }));
     }
 
     /// Reads the session's `limit` newest events, newest first.
@@ -75,9 +75,10 @@ impl ContextEngine {
         self.store.events_newest_first(namespace_id, session_id, SeqRange { from: 0, to: None }, limit).await
     }
 
-    /// The session's newest events as of `head`, newest first: `cached` when it is that version,
-    /// else `cached` after what was appended since, else read afresh. Contiguous seqs from `head`
-    /// down; as many as were cached or read, not cut to any length.
+    /// The session's newest events as of `head`, newest first: `cached` when it is that version
+    /// (shared, not copied), else `cached` after what was appended since, else read afresh; and
+    /// whether they differ from `cached`. Contiguous seqs from `head` down; as many as were cached
+    /// or read, not cut to any length.
     async fn newest_at(
         &self,
         namespace_id: Uuid,
@@ -85,9 +86,9 @@ impl ContextEngine {
         head: u64,
         cached: Option<Arc<Tail>>,
         first_read: u32,
-    ) -> Result<Vec<Event>> {
+    ) -> Result<(Arc<Vec<Event>>, bool)> {
         Ok(match cached {
-            Some(c) if c.head == head => c.events.clone(),
+            Some(c) if c.head == head => (c.events.clone(), false),
             Some(c) if c.head < head => {
                 let since = SeqRange { from: c.head + 1, to: None };
                 let mut newer = self.store.events_newest_first(namespace_id, session_id, since, first_read).await?;
@@ -95,13 +96,9 @@ impl ContextEngine {
                 if newer.last().is_some_and(|e| e.seq == c.head + 1) {
                     newer.extend(c.events.iter().cloned());
                 }
-                newer
+                (Arc::new(newer), true)
             }
-            _ => {
-                self.store
-                    .events_newest_first(namespace_id, session_id, SeqRange { from: 0, to: None }, first_read)
-                    .await?
-            }
+            _ => (Arc::new(self.read_newest(namespace_id, session_id, first_read).await?), true),
         })
     }
 
@@ -116,9 +113,9 @@ impl ContextEngine {
         cached: Option<Arc<Tail>>,
         fresh: Option<Vec<Event>>,
         pages: &TailPages,
-    ) -> Result<Vec<Event>> {
-        let mut have = match fresh {
-            Some(events) => events,
+    ) -> Result<Arc<Vec<Event>>> {
+        let (mut have, mut changed) = match fresh {
+            Some(events) => (Arc::new(events), true),
             None => self.newest_at(namespace_id, session_id, head, cached, pages.first).await?,
         };
         let reaches_start = |have: &[Event]| have.last().is_none_or(|e| e.seq <= 1);
@@ -132,7 +129,8 @@ impl ContextEngine {
                 if more.is_empty() {
                     break;
                 }
-                have.extend(more);
+                Arc::make_mut(&mut have).extend(more);
+                changed = true;
             }
             let next = target.min(have.len());
             if next == n {
@@ -144,10 +142,16 @@ impl ContextEngine {
             }
             target = n + pages.page as usize;
         }
-        have.truncate(n);
-        self.remember_tail(namespace_id, session_id, &have);
+        if have.len() > n {
+            Arc::make_mut(&mut have).truncate(n);
+            changed = true;
+        }
+        if changed {
+            self.remember_tail(namespace_id, session_id, have.clone());
+        }
         Ok(have)
     }
+
     /// Standing items of `scope` (at most `limit`) and the system events of `own` (at most
     /// `system_limit`), newest first: cached while every session of the scope is at `heads`.
     pub(crate) async fn standing_at(
