@@ -302,6 +302,17 @@ async fn a_cached_tail_and_a_cold_replica_give_the_same_pack() {
     let replica = srv.replica().await;
     let c = replica.clients(Some(f.token.trim_start_matches("Bearer "))).await;
     let mut g = Fixture { ns: f.ns.clone(), c, session: s.clone(), token: f.token.clone() };
+    let chunks = || async {
+        let (n,): (i64,) =
+            sqlx::query_as("SELECT count(*) FROM pack_chunks").fetch_one(srv.store.pool()).await.unwrap();
+        n
+    };
+    let stored = chunks().await;
     let cold = g.pack(&s, "which step came last?", budgets(1500, 6000)).await.unwrap();
     assert_eq!((&cold.text, &cold.items, &cold.decisions), (&next.text, &next.items, &next.decisions));
+    // Its bulk was stored already: no new chunks. And each replica replays the other's packs.
+    assert_eq!(chunks().await, stored);
+    let get = |id: &str| pb::GetPackRequest { namespace: f.ns.clone(), pack_id: id.into(), ..Default::default() };
+    assert_eq!(g.c.context.get_pack(get(&next.pack_id)).await.unwrap().into_inner(), next);
+    assert_eq!(f.c.context.get_pack(get(&cold.pack_id)).await.unwrap().into_inner(), cold);
 }

@@ -128,6 +128,10 @@ pub struct ContextEngine {
     standing: moka::sync::Cache<(Uuid, Uuid), Arc<recent::Standing>>,
     /// (session, tool-call id) → the call's tool; calls never change.
     tool_names: moka::sync::Cache<(Uuid, String), String>,
+    /// (namespace, chunk id) of stored-pack chunks this process wrote or read: already in
+    /// `pack_chunks` (append-only), so a pack need not send them. Expire so an operator's restore
+    /// of an older database cannot leave a pack naming a chunk for long.
+    stored_chunks: moka::sync::Cache<(Uuid, stored::ChunkId), ()>,
     reports: tokio::sync::broadcast::Sender<(Uuid, u64)>,
     /// Group commit of stored packs (None outside a runtime: each pack written on its own).
     writer: Option<Arc<writer::PackWriter>>,
@@ -143,6 +147,10 @@ impl ContextEngine {
             premises: moka::sync::Cache::builder().max_capacity(100_000).build(),
             session_tasks: moka::sync::Cache::builder().max_capacity(100_000).build(),
             tool_names: moka::sync::Cache::builder().max_capacity(500_000).build(),
+            stored_chunks: moka::sync::Cache::builder()
+                .max_capacity(1_000_000)
+                .time_to_live(std::time::Duration::from_secs(3600))
+                .build(),
             tails: moka::sync::Cache::builder()
                 .weigher(|_, t: &Arc<recent::Tail>| recent::tail_weight(t))
                 .max_capacity(RECENT_CACHE_BYTES)

@@ -10,7 +10,7 @@ use memex_pack::{
     TaskContext, WordCounts, bm25_scan, build_pack, query_terms, scan_terms,
 };
 use memex_pointer::{ContextEvent, ViewBlock};
-use memex_store::{Event, PackRow, SeqRange as StoreSeqRange, StoreError};
+use memex_store::{Event, PackChunk, PackRow, SeqRange as StoreSeqRange, StoreError};
 use memex_task::{KeyPointer, TaskState};
 use memex_tokens::Tokenizer;
 use uuid::Uuid;
@@ -18,7 +18,7 @@ use uuid::Uuid;
 use crate::recent::TailPages;
 use crate::seams::SearchQuery;
 use crate::stats::PhaseClock;
-use crate::stored::{compress_pack, decompress_pack};
+use crate::stored::{ChunkId, chunk_ids, decompress_chunk, load_pack, store_pack};
 use crate::task::parse_state;
 use crate::window::{is_evicted, parse_manifest};
 use crate::{ContextEngine, ContextError, Result};
@@ -290,6 +290,9 @@ impl ContextEngine {
         let json = |v: serde_json::Result<serde_json::Value>| {
             v.map_err(|e| ContextError::Corrupt { what: "pack", message: e.to_string() })
         };
+        // Only the chunks not known to be stored already travel (and are compressed).
+        let stored = store_pack(&pack, &|c| self.stored_chunks.contains_key(&(namespace_id, *c)))?;
+        let chunks = stored.new.into_iter().map(|(id, body)| PackChunk { id, body }).collect();
         let row = PackRow {
             id,
             session_id: req.session_id,
@@ -298,13 +301,17 @@ impl ContextEngine {
             tokenizer: tokenizer.name().to_owned(),
             tokens: pack.tokens as u32,
             request: json(serde_json::to_value(&recorded))?,
-            pack: compress_pack(&pack)?,
+            pack: stored.manifest,
+            chunks,
             created_at: Utc::now(),
         };
         let created_at = match &self.writer {
             Some(w) => w.write(namespace_id, row).await?,
             None => self.store.insert_pack(namespace_id, &row).await?,
         };
+        for c in stored.ids {
+            self.stored_chunks.insert((namespace_id, c), ());
+        }
         clock.lap(6);
         clock.finish();
         Ok(BuiltPack { id, session_id: req.session_id, task_id, task_state_version, tokenizer, role, pack, created_at })
@@ -315,7 +322,19 @@ impl ContextEngine {
         let row = self.store.pack(namespace_id, id).await?;
         let corrupt = |e: serde_json::Error| ContextError::Corrupt { what: "pack", message: e.to_string() };
         let recorded: Recorded = serde_json::from_value(row.request).map_err(corrupt)?;
-        let pack = decompress_pack(&row.pack)?;
+        let ids = chunk_ids(&row.pack)?;
+        let bodies: HashMap<ChunkId, Vec<u8>> = if ids.is_empty() {
+            HashMap::new()
+        } else {
+            self.store.pack_chunks(namespace_id, &ids).await?.into_iter().map(|c| (c.id, c.body)).collect()
+        };
+        let pack = load_pack(&row.pack, |c| match bodies.get(c) {
+            Some(body) => decompress_chunk(c, body),
+            None => Err(ContextError::Corrupt { what: "pack", message: format!("pack {id}: a chunk is missing") }),
+        })?;
+        for c in &ids {
+            self.stored_chunks.insert((namespace_id, *c), ());
+        }
         Ok(BuiltPack {
             id: row.id,
             session_id: row.session_id,

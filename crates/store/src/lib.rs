@@ -39,7 +39,7 @@ pub use group::GroupCommitOptions;
 pub use import::ImportRequest;
 pub use keys::{Access, ApiKey, NewApiKey, token_hash};
 pub use model::{AppendOutcome, ArtifactRef, Event, Namespace, Session, SessionSource};
-pub use packs::PackRow;
+pub use packs::{PackChunk, PackRow};
 pub use planning::{ChildState, DelegationRow, ReportRow};
 pub use read::{EventPage, SeqRange, seq_page_token};
 pub use sessions::{NewSession, SessionFilter, SessionPage};

@@ -14,37 +14,35 @@ pub struct PackRow {
     pub tokens: u32,
     /// The inputs the pack answered (user message, budgets, role, …), as JSON.
     pub request: serde_json::Value,
-    /// The `memex_pack::RetrievalPack` (text, blocks, items, decisions): JSON, zstd-compressed.
+    /// The stored form of the `memex_pack::RetrievalPack`, zstd-compressed: its manifest (which
+    /// names the chunks holding its texts, items and decisions), or older packs whole.
     pub pack: Vec<u8>,
+    /// Chunks to store with the pack (those the writer does not know to be stored already). Empty
+    /// when read.
+    pub chunks: Vec<PackChunk>,
     pub created_at: DateTime<Utc>,
+}
+
+/// A piece of stored packs, kept once per namespace under its id (a hash of its bytes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackChunk {
+    pub id: [u8; 16],
+    /// The chunk's bytes, zstd-compressed.
+    pub body: Vec<u8>,
 }
 
 type Row = (Uuid, Uuid, Option<String>, Option<i64>, String, i32, serde_json::Value, Vec<u8>, DateTime<Utc>);
 
 impl Store {
-    /// Stores a pack; returns its creation time.
+    /// Stores a pack and its chunks; returns its creation time.
     pub async fn insert_pack(&self, namespace_id: Uuid, p: &PackRow) -> Result<DateTime<Utc>> {
-        let (at,): (DateTime<Utc>,) = sqlx::query_as(
-            "INSERT INTO context_packs (id, namespace_id, session_id, task_id, task_state_version, tokenizer, tokens,
-                                        request, pack)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING created_at",
-        )
-        .bind(p.id)
-        .bind(namespace_id)
-        .bind(p.session_id)
-        .bind(&p.task_id)
-        .bind(p.task_state_version.map(|v| v as i64))
-        .bind(&p.tokenizer)
-        .bind(p.tokens as i32)
-        .bind(&p.request)
-        .bind(&p.pack)
-        .fetch_one(&self.pool)
-        .await?;
-        Ok(at)
+        let at = self.insert_packs(&[(namespace_id, p)]).await?;
+        at.first().copied().ok_or(StoreError::PackNotFound(p.id))
     }
 
-    /// Stores several packs in one statement (one commit and WAL flush for all: concurrent
-    /// BuildPacks share it). Returns their creation times, in order.
+    /// Stores several packs and their chunks in one statement (one commit and WAL flush for all:
+    /// concurrent BuildPacks share it). A chunk already stored is left as it is (same id, same
+    /// bytes). Returns the packs' creation times, in order.
     pub async fn insert_packs(&self, rows: &[(Uuid, &PackRow)]) -> Result<Vec<DateTime<Utc>>> {
         let ids: Vec<Uuid> = rows.iter().map(|(_, p)| p.id).collect();
         let namespaces: Vec<Uuid> = rows.iter().map(|(ns, _)| *ns).collect();
@@ -55,8 +53,25 @@ impl Store {
         let tokens: Vec<i32> = rows.iter().map(|(_, p)| p.tokens as i32).collect();
         let requests: Vec<&serde_json::Value> = rows.iter().map(|(_, p)| &p.request).collect();
         let packs: Vec<&[u8]> = rows.iter().map(|(_, p)| p.pack.as_slice()).collect();
+        // Each chunk once per statement: ON CONFLICT cannot see a row the statement itself wrote.
+        let mut seen = std::collections::HashSet::new();
+        let (mut chunk_ns, mut chunk_ids, mut chunk_bodies): (Vec<Uuid>, Vec<&[u8]>, Vec<&[u8]>) = Default::default();
+        for (ns, p) in rows {
+            for c in &p.chunks {
+                if seen.insert((*ns, c.id)) {
+                    chunk_ns.push(*ns);
+                    chunk_ids.push(&c.id);
+                    chunk_bodies.push(&c.body);
+                }
+            }
+        }
         let out: Vec<(Uuid, DateTime<Utc>)> = sqlx::query_as(
-            "INSERT INTO context_packs (id, namespace_id, session_id, task_id, task_state_version, tokenizer, tokens,
+            "WITH chunks AS (
+                 INSERT INTO pack_chunks (namespace_id, id, body)
+                 SELECT * FROM UNNEST($10::uuid[], $11::bytea[], $12::bytea[])
+                 ON CONFLICT DO NOTHING
+             )
+             INSERT INTO context_packs (id, namespace_id, session_id, task_id, task_state_version, tokenizer, tokens,
                                         request, pack)
              SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::int8[], $6::text[], $7::int4[],
                                   $8::jsonb[], $9::bytea[])
@@ -71,10 +86,28 @@ impl Store {
         .bind(&tokens)
         .bind(&requests)
         .bind(&packs)
+        .bind(&chunk_ns)
+        .bind(&chunk_ids)
+        .bind(&chunk_bodies)
         .fetch_all(&self.pool)
         .await?;
         let at: std::collections::HashMap<Uuid, DateTime<Utc>> = out.into_iter().collect();
         ids.iter().map(|id| at.get(id).copied().ok_or(StoreError::PackNotFound(*id))).collect()
+    }
+
+    /// The stored chunks among `ids` (a stored pack's manifest names them).
+    pub async fn pack_chunks(&self, namespace_id: Uuid, ids: &[[u8; 16]]) -> Result<Vec<PackChunk>> {
+        let ids: Vec<&[u8]> = ids.iter().map(|id| id.as_slice()).collect();
+        let rows: Vec<(Vec<u8>, Vec<u8>)> =
+            sqlx::query_as("SELECT id, body FROM pack_chunks WHERE namespace_id = $1 AND id = ANY($2::bytea[])")
+                .bind(namespace_id)
+                .bind(&ids)
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(id, body)| <[u8; 16]>::try_from(id.as_slice()).ok().map(|id| PackChunk { id, body }))
+            .collect())
     }
 
     pub async fn pack(&self, namespace_id: Uuid, id: Uuid) -> Result<PackRow> {
@@ -96,6 +129,7 @@ impl Store {
             tokens: r.5.max(0) as u32,
             request: r.6,
             pack: r.7,
+            chunks: Vec::new(),
             created_at: r.8,
         })
     }
