@@ -9,8 +9,9 @@ pub struct CachedCounter {
     cache: moka::sync::Cache<(Tokenizer, [u8; 16]), u32>,
 }
 
-/// Texts shorter than this are counted directly: hashing would cost as much.
-const MIN_CACHED: usize = 256;
+/// Texts shorter than this are counted directly: hashing would cost as much. (A cached count of
+/// an 80-byte text took 0.33 µs against 1.34 µs to count it; 40 bytes, 0.93 µs to count.)
+const MIN_CACHED: usize = 32;
 
 impl CachedCounter {
     pub fn new(tokenizer: Tokenizer, cache: moka::sync::Cache<(Tokenizer, [u8; 16]), u32>) -> CachedCounter {
@@ -38,3 +39,4 @@ impl TokenCounter for CachedCounter {
 pub fn count_cache(entries: u64) -> moka::sync::Cache<(Tokenizer, [u8; 16]), u32> {
     moka::sync::Cache::builder().max_capacity(entries).build()
 }
+
