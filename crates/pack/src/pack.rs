@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use memex_pointer::{ContextEvent, SessionAliases, ViewBlock};
-use memex_tokens::{TokenCounter, truncate_lines};
+use memex_tokens::{TokenCounter, count_joined, truncate_lines};
 use uuid::Uuid;
 
 use crate::candidate::{Candidate, ItemType, QuotaGroup};
@@ -59,16 +59,24 @@ pub fn build_pack(req: &PackRequest, counter: &dyn TokenCounter) -> Result<Retri
         ];
         let blocks = blocks
             .iter()
-            .map(|(kind, t, budget)| PackBlock { kind: *kind, text: (*t).clone(), tokens: 0, budget: *budget })
+            .map(|(kind, t, budget)| PackBlock {
+                kind: *kind,
+                text: (*t).clone(),
+                tokens: counter.count(t),
+                budget: *budget,
+            })
             .collect::<Vec<_>>();
         let text = RetrievalPack::joined(&blocks);
-        let tokens = counter.count(&text);
+        // The whole is counted from the blocks (each counted already, and cached), recounting only
+        // their last lines: exactly what counting the joined text would give.
+        let parts: Vec<(&str, usize)> =
+            blocks.iter().filter(|bl| !bl.text.is_empty()).map(|bl| (bl.text.as_str(), bl.tokens)).collect();
+        let tokens = count_joined(counter, &parts, "\n");
         // Blocks fit on their own; only boundary effects could push the whole over, and then the
         // retrieval block gives way.
         if tokens + b.headroom <= b.context || retrieval.items.is_empty() {
             items.extend(retrieval.items.iter().cloned());
             items.extend(tail_items.iter().cloned());
-            let blocks = blocks.into_iter().map(|bl| PackBlock { tokens: counter.count(&bl.text), ..bl }).collect();
             break (blocks, text, tokens);
         }
         retrieval.drop_last(&mut decisions, counter);

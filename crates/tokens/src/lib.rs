@@ -176,6 +176,50 @@ pub fn truncate_lines<'a>(counter: &dyn TokenCounter, text: &'a str, max_tokens:
     if lo > 0 { &text[..ends[lo - 1]] } else { "" }
 }
 
+/// Whether the BPE pre-tokenizers (o200k_base, cl100k_base) start a piece here whatever comes
+/// before: after a newline, at an ASCII graphic character other than `/`. No piece of either
+/// pattern holds a newline followed by such a character (a newline only follows punctuation as
+/// `[\r\n/]*`, or whitespace), so a text cut there counts as its two halves.
+fn clean_start(text: &str) -> bool {
+    text.as_bytes().first().is_some_and(|&b| b.is_ascii_graphic() && b != b'/')
+}
+
+/// Where `text`'s last line that starts cleanly begins (0 when no line after the first does).
+fn last_clean_line(text: &str) -> usize {
+    let bytes = text.as_bytes();
+    let mut end = bytes.len();
+    while let Some(nl) = bytes[..end].iter().rposition(|&b| b == b'\n') {
+        if clean_start(&text[nl + 1..]) {
+            return nl + 1;
+        }
+        end = nl;
+    }
+    0
+}
+
+/// The exact count of `parts` (each with its exact count) joined by `sep`, as `count` of the
+/// joined text would give, counting only each part's last lines again. Exact when `sep` ends
+/// with a newline and every part but the first starts cleanly (see `clean_start`): then the
+/// joined text is the parts' heads, each part's last lines with `sep`, and the last part's last
+/// lines, cut where pieces start anyway. Otherwise it counts the joined text.
+pub fn count_joined(counter: &dyn TokenCounter, parts: &[(&str, usize)], sep: &str) -> usize {
+    if !sep.ends_with('\n') || parts.iter().skip(1).any(|(t, _)| !clean_start(t)) {
+        return counter.count(&parts.iter().map(|(t, _)| *t).collect::<Vec<_>>().join(sep));
+    }
+    let mut total = 0usize;
+    for (i, (text, n)) in parts.iter().enumerate() {
+        if i + 1 == parts.len() {
+            total += n;
+            break;
+        }
+        let at = last_clean_line(text);
+        let last = &text[at..];
+        let last_n = if at == 0 { *n } else { counter.count(last) };
+        total += n.saturating_sub(last_n) + counter.count(&format!("{last}{sep}"));
+    }
+    total
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,6 +261,42 @@ mod tests {
                 let direct = t.bpe().count(text.as_str());
                 prop_assert_eq!(t.count(&text), direct);
                 prop_assert_eq!(t.count(&text), direct);
+            }
+        }
+
+        /// Counting a joined text from its parts' counts is exact, whatever the parts.
+        #[test]
+        fn joined_counts_are_exact(
+            parts in proptest::collection::vec("([#(a-zA-Z0-9 .:/\t_-]{0,12}\n?){0,6}|\\PC{0,40}", 1..5),
+            sep in prop_oneof![Just("\n"), Just("\n\n"), Just(" \n"), Just("")],
+        ) {
+            for t in [Tokenizer::O200kBase, Tokenizer::Cl100kBase] {
+                let counted: Vec<(&str, usize)> = parts.iter().map(|p| (p.as_str(), t.count(p))).collect();
+                let joined = parts.join(sep);
+                prop_assert_eq!(count_joined(&t, &counted, sep), t.count(&joined), "{:?}", joined);
+            }
+        }
+
+        /// The same for texts shaped like pack blocks: headed lines, indented code, punctuation
+        /// at line ends, blank lines, a line starting with `/`.
+        #[test]
+        fn joined_block_counts_are_exact(
+            blocks in proptest::collection::vec(
+                proptest::collection::vec(
+                    prop_oneof![
+                        Just("## recent turns"), Just("(s1:41-62) [tool_result] Bash"), Just("    def f(x):"),
+                        Just("E   AssertionError: assert x == 1."), Just(""), Just("/usr/lib/x.py:3:"), Just("  \t"),
+                        Just("done)."), Just("日本語 🙂"), Just("}"), Just("12345678")
+                    ],
+                    1..8,
+                ),
+                1..5,
+            ),
+        ) {
+            let texts: Vec<String> = blocks.iter().map(|b| format!("## block\n{}\n", b.join("\n"))).collect();
+            for t in [Tokenizer::O200kBase, Tokenizer::Cl100kBase] {
+                let counted: Vec<(&str, usize)> = texts.iter().map(|p| (p.as_str(), t.count(p))).collect();
+                prop_assert_eq!(count_joined(&t, &counted, "\n"), t.count(&texts.join("\n")));
             }
         }
 
