@@ -70,6 +70,18 @@ const QUERIES: &[&str] = &[
     "Did the patch apply cleanly?",
 ];
 
+/// Each turn's question, made unique by a reference no event contains: an agent never asks the
+/// same thing of the same state twice, so no pack may come out of a cache of whole packs' texts.
+fn user_message(question: &str) -> String {
+    static TURNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = TURNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // splitmix64: distinct turns, distinct references.
+    let mut z = n.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    format!("{question} (ref q{:016x})", z ^ (z >> 31))
+}
+
 pub async fn run(args: PackArgs) -> anyhow::Result<()> {
     let namespace = args.namespace.clone().unwrap_or_else(|| format!("bench-pack-{}", args.events));
     let (conn, _server, store) = super::bench::start_server_in(&args.config, Some(&namespace)).await?;
@@ -236,7 +248,7 @@ async fn phase(
                 let req = pb::BuildPackRequest {
                     namespace: ns.clone(),
                     session_id: sessions[w].clone(),
-                    user_message: QUERIES[(w + k as usize) % QUERIES.len()].into(),
+                    user_message: user_message(QUERIES[(w + k as usize) % QUERIES.len()]),
                     budgets: Some(pb::Budgets { retrieval: Some(retrieval), ..Default::default() }),
                     view,
                     ..Default::default()
