@@ -39,4 +39,3 @@ impl TokenCounter for CachedCounter {
 pub fn count_cache(entries: u64) -> moka::sync::Cache<(Tokenizer, [u8; 16]), u32> {
     moka::sync::Cache::builder().max_capacity(entries).build()
 }
-
