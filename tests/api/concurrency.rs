@@ -84,3 +84,40 @@ async fn a_missing_session_fails_only_its_own_append_within_a_shared_commit() {
     let mut f = f;
     assert_eq!(f.event_count().await, 40);
 }
+
+/// Two pack writes that share new chunks, listed in opposite orders, both commit: chunks are
+/// written in key order, so neither waits on the other's second chunk while holding its first.
+#[tokio::test]
+async fn concurrent_pack_writes_sharing_new_chunks_both_commit() {
+    let srv = server_or_skip!();
+    let ns = uuid::Uuid::now_v7();
+    for round in 0..10u8 {
+        let chunk = |i: u8| memex_store::PackChunk {
+            id: [round, i, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14],
+            body: vec![i; 64],
+        };
+        let row = |chunks: Vec<memex_store::PackChunk>| memex_store::PackRow {
+            id: uuid::Uuid::now_v7(),
+            session_id: uuid::Uuid::now_v7(),
+            task_id: None,
+            task_state_version: None,
+            tokenizer: "o200k_base".into(),
+            tokens: 1,
+            request: serde_json::json!({}),
+            pack: vec![0],
+            chunks,
+            created_at: chrono::Utc::now(),
+        };
+        let a = row((0..64).map(chunk).collect());
+        let b = row((0..64).rev().map(chunk).collect());
+        let (ra, rb) = tokio::join!(srv.store.insert_pack(ns, &a), srv.store.insert_pack(ns, &b));
+        ra.expect("first write");
+        rb.expect("second write");
+    }
+    let (n,): (i64,) = sqlx::query_as("SELECT count(*) FROM pack_chunks WHERE namespace_id = $1")
+        .bind(ns)
+        .fetch_one(srv.store.pool())
+        .await
+        .expect("count");
+    assert_eq!(n, 640);
+}

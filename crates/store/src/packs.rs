@@ -53,22 +53,23 @@ impl Store {
         let tokens: Vec<i32> = rows.iter().map(|(_, p)| p.tokens as i32).collect();
         let requests: Vec<&serde_json::Value> = rows.iter().map(|(_, p)| &p.request).collect();
         let packs: Vec<&[u8]> = rows.iter().map(|(_, p)| p.pack.as_slice()).collect();
-        // Each chunk once per statement: ON CONFLICT cannot see a row the statement itself wrote.
-        let mut seen = std::collections::HashSet::new();
-        let (mut chunk_ns, mut chunk_ids, mut chunk_bodies): (Vec<Uuid>, Vec<&[u8]>, Vec<&[u8]>) = Default::default();
+        // Each chunk once per statement (ON CONFLICT cannot see a row the statement itself wrote),
+        // in key order: concurrent statements sharing new chunks then wait on each other in the
+        // same order and cannot deadlock.
+        let mut chunks: std::collections::BTreeMap<(Uuid, [u8; 16]), &[u8]> = Default::default();
         for (ns, p) in rows {
             for c in &p.chunks {
-                if seen.insert((*ns, c.id)) {
-                    chunk_ns.push(*ns);
-                    chunk_ids.push(&c.id);
-                    chunk_bodies.push(&c.body);
-                }
+                chunks.entry((*ns, c.id)).or_insert(&c.body);
             }
         }
+        let chunk_ns: Vec<Uuid> = chunks.keys().map(|(ns, _)| *ns).collect();
+        let chunk_ids: Vec<&[u8]> = chunks.keys().map(|(_, id)| id.as_slice()).collect();
+        let chunk_bodies: Vec<&[u8]> = chunks.values().copied().collect();
         let out: Vec<(Uuid, DateTime<Utc>)> = sqlx::query_as(
             "WITH chunks AS (
                  INSERT INTO pack_chunks (namespace_id, id, body)
-                 SELECT * FROM UNNEST($10::uuid[], $11::bytea[], $12::bytea[])
+                 SELECT ns, id, body FROM UNNEST($10::uuid[], $11::bytea[], $12::bytea[]) WITH ORDINALITY AS c(ns, id, body, n)
+                 ORDER BY n
                  ON CONFLICT DO NOTHING
              )
              INSERT INTO context_packs (id, namespace_id, session_id, task_id, task_state_version, tokenizer, tokens,
