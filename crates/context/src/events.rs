@@ -56,7 +56,7 @@ impl ContextEngine {
 
     /// Converts stored events, filling each one's task from its session when it names none, and
     /// each tool output's tool from its call.
-    pub(crate) async fn context_events<E: std::borrow::Borrow<Event>>(
+    pub(crate) async fn context_events<E: Borrow<Event>>(
         &self,
         namespace_id: Uuid,
         events: &[E],

@@ -15,10 +15,10 @@ use memex_task::{KeyPointer, TaskState};
 use memex_tokens::Tokenizer;
 use uuid::Uuid;
 
-use crate::recent::TailPages;
+use crate::recent::{TailPages, reaches_start};
 use crate::seams::SearchQuery;
 use crate::stats::PhaseClock;
-use crate::stored::{ChunkId, chunk_ids, decompress_chunk, load_pack, store_pack};
+use crate::stored::{ChunkId, Stored, decompress_chunk, store_pack};
 use crate::task::parse_state;
 use crate::window::{is_evicted, parse_manifest};
 use crate::{ContextEngine, ContextError, Result};
@@ -174,7 +174,7 @@ impl ContextEngine {
         };
         let newest = self.tail_for_pack(namespace_id, session_id, ctx.head, cached_tail, fresh, &pages).await?;
         // Every event of the session is in the tail's reach: all manifests belong in the window.
-        let complete = newest.last().is_none_or(|e| e.seq <= 1);
+        let complete = reaches_start(&newest);
         let tail_events: Vec<&Event> = newest.iter().rev().filter(|e| !is_evicted(&evictions, e.seq)).collect();
         // Placed in the full view together with the candidates, below: one lookup of the session.
         let tail_ctx: Vec<ContextEvent> = self
@@ -322,13 +322,14 @@ impl ContextEngine {
         let row = self.store.pack(namespace_id, id).await?;
         let corrupt = |e: serde_json::Error| ContextError::Corrupt { what: "pack", message: e.to_string() };
         let recorded: Recorded = serde_json::from_value(row.request).map_err(corrupt)?;
-        let ids = chunk_ids(&row.pack)?;
+        let stored = Stored::read(&row.pack)?;
+        let ids = stored.chunk_ids()?;
         let bodies: HashMap<ChunkId, Vec<u8>> = if ids.is_empty() {
             HashMap::new()
         } else {
             self.store.pack_chunks(namespace_id, &ids).await?.into_iter().map(|c| (c.id, c.body)).collect()
         };
-        let pack = load_pack(&row.pack, |c| match bodies.get(c) {
+        let pack = stored.into_pack(|c| match bodies.get(c) {
             Some(body) => decompress_chunk(c, body),
             None => Err(ContextError::Corrupt { what: "pack", message: format!("pack {id}: a chunk is missing") }),
         })?;

@@ -41,6 +41,12 @@ impl TailPages {
     }
 }
 
+/// Whether newest-first `events` (contiguous seqs) reach the session's first event: nothing
+/// older is left to read.
+pub(crate) fn reaches_start(events: &[Event]) -> bool {
+    events.last().is_none_or(|e| e.seq <= 1)
+}
+
 fn weight(events: &[Event]) -> u32 {
     events.iter().map(crate::events::event_weight).fold(64u32, u32::saturating_add)
 }
@@ -118,7 +124,6 @@ impl ContextEngine {
             Some(events) => (Arc::new(events), true),
             None => self.newest_at(namespace_id, session_id, head, cached, pages.first).await?,
         };
-        let reaches_start = |have: &[Event]| have.last().is_none_or(|e| e.seq <= 1);
         // Simulate the paging, reading only what the cache lacks.
         let (mut n, mut target) = (0usize, pages.first as usize);
         loop {

@@ -39,7 +39,7 @@ pub(crate) struct StoredPack {
 
 /// What a pack's row holds. `v` first: it tells the format apart from whole packs.
 #[derive(serde::Serialize, serde::Deserialize)]
-struct Manifest {
+pub(crate) struct Manifest {
     v: u32,
     tokens: usize,
     blocks: Vec<BlockHead>,
@@ -206,69 +206,79 @@ pub(crate) fn store_pack(pack: &RetrievalPack, is_stored: &impl Fn(&ChunkId) -> 
     Ok(StoredPack { manifest: compress(&json)?, ids: chunker.ids, new: chunker.new })
 }
 
-/// The chunk ids a stored manifest names (none for a pack stored whole).
-pub(crate) fn chunk_ids(stored: &[u8]) -> Result<Vec<ChunkId>> {
-    let bytes = zstd::decode_all(stored).map_err(|e| corrupt(e.to_string()))?;
-    if !is_manifest(&bytes) {
-        return Ok(Vec::new());
-    }
-    let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
-    m.texts.iter().chain(&m.items).chain(&m.decisions).map(|s| unhex(s)).collect()
+/// A pack's row as read: the pack itself when it was stored whole, else its manifest.
+pub(crate) enum Stored {
+    Whole(RetrievalPack),
+    Chunked(Manifest),
 }
 
-fn is_manifest(json: &[u8]) -> bool {
-    json.starts_with(b"{\"v\":")
+impl Stored {
+    /// Reads a row's stored bytes. Packs stored whole (before chunking, and before that with
+    /// their text as well) come back at once, their text rebuilt when it was left out.
+    pub(crate) fn read(stored: &[u8]) -> Result<Stored> {
+        let bytes = zstd::decode_all(stored).map_err(|e| corrupt(e.to_string()))?;
+        if !bytes.starts_with(b"{\"v\":") {
+            let mut pack: RetrievalPack = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
+            if pack.text.is_empty() {
+                pack.text = RetrievalPack::joined(&pack.blocks);
+            }
+            return Ok(Stored::Whole(pack));
+        }
+        let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
+        if m.v != MANIFEST_VERSION {
+            return Err(corrupt(format!("unknown stored-pack version {}", m.v)));
+        }
+        Ok(Stored::Chunked(m))
+    }
+
+    /// The chunk ids the pack needs (none for a pack stored whole).
+    pub(crate) fn chunk_ids(&self) -> Result<Vec<ChunkId>> {
+        match self {
+            Stored::Whole(_) => Ok(Vec::new()),
+            Stored::Chunked(m) => m.texts.iter().chain(&m.items).chain(&m.decisions).map(|s| unhex(s)).collect(),
+        }
+    }
+
+    /// The pack, rebuilt exactly; `chunk` gives a named chunk's bytes.
+    pub(crate) fn into_pack(self, chunk: impl Fn(&ChunkId) -> Result<Vec<u8>>) -> Result<RetrievalPack> {
+        let m = match self {
+            Stored::Whole(pack) => return Ok(pack),
+            Stored::Chunked(m) => m,
+        };
+        let stream = |ids: &[String]| -> Result<Vec<u8>> {
+            let mut out = Vec::new();
+            for s in ids {
+                out.extend(chunk(&unhex(s)?)?);
+            }
+            Ok(out)
+        };
+        let texts = String::from_utf8(stream(&m.texts)?).map_err(|e| corrupt(e.to_string()))?;
+        let mut blocks = Vec::with_capacity(m.blocks.len());
+        let mut at = 0usize;
+        for b in m.blocks {
+            let text = texts.get(at..at + b.len).ok_or_else(|| corrupt("block lengths do not match the texts"))?;
+            at += b.len;
+            blocks.push(PackBlock { kind: b.kind, text: text.to_owned(), tokens: b.tokens, budget: b.budget });
+        }
+        let items = json_lines_of::<PackItem>(&stream(&m.items)?)?;
+        let decisions = json_lines_of::<Decision>(&stream(&m.decisions)?)?;
+        Ok(RetrievalPack {
+            text: RetrievalPack::joined(&blocks),
+            tokens: m.tokens,
+            blocks,
+            items,
+            decisions,
+            budgets: m.budgets,
+        })
+    }
 }
 
-/// A stored pack, rebuilt exactly; `chunk` gives a named chunk's bytes.
-pub(crate) fn load_pack(stored: &[u8], chunk: impl Fn(&ChunkId) -> Result<Vec<u8>>) -> Result<RetrievalPack> {
-    let bytes = zstd::decode_all(stored).map_err(|e| corrupt(e.to_string()))?;
-    if !is_manifest(&bytes) {
-        // Stored whole: before chunking, and before that with the text as well.
-        let mut pack: RetrievalPack = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
-        if pack.text.is_empty() {
-            pack.text = RetrievalPack::joined(&pack.blocks);
-        }
-        return Ok(pack);
-    }
-    let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
-    if m.v != MANIFEST_VERSION {
-        return Err(corrupt(format!("unknown stored-pack version {}", m.v)));
-    }
-    let stream = |ids: &[String]| -> Result<Vec<u8>> {
-        let mut out = Vec::new();
-        for s in ids {
-            out.extend(chunk(&unhex(s)?)?);
-        }
-        Ok(out)
-    };
-    let texts = String::from_utf8(stream(&m.texts)?).map_err(|e| corrupt(e.to_string()))?;
-    let mut blocks = Vec::with_capacity(m.blocks.len());
-    let mut at = 0usize;
-    for b in m.blocks {
-        let text = texts.get(at..at + b.len).ok_or_else(|| corrupt("block lengths do not match the texts"))?;
-        at += b.len;
-        blocks.push(PackBlock { kind: b.kind, text: text.to_owned(), tokens: b.tokens, budget: b.budget });
-    }
-    let lines = |bytes: Vec<u8>| -> Result<Vec<Vec<u8>>> {
-        Ok(bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()).map(<[u8]>::to_vec).collect())
-    };
-    let items = lines(stream(&m.items)?)?
-        .iter()
-        .map(|l| serde_json::from_slice::<PackItem>(l).map_err(|e| corrupt(e.to_string())))
-        .collect::<Result<Vec<_>>>()?;
-    let decisions = lines(stream(&m.decisions)?)?
-        .iter()
-        .map(|l| serde_json::from_slice::<Decision>(l).map_err(|e| corrupt(e.to_string())))
-        .collect::<Result<Vec<_>>>()?;
-    Ok(RetrievalPack {
-        text: RetrievalPack::joined(&blocks),
-        tokens: m.tokens,
-        blocks,
-        items,
-        decisions,
-        budgets: m.budgets,
-    })
+fn json_lines_of<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<Vec<T>> {
+    bytes
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).map_err(|e| corrupt(e.to_string())))
+        .collect()
 }
 
 #[cfg(test)]
@@ -307,6 +317,10 @@ mod tests {
         store_pack(p, &|_| false).expect("store")
     }
 
+    fn load_pack(stored: &[u8], chunk: impl Fn(&ChunkId) -> Result<Vec<u8>>) -> Result<RetrievalPack> {
+        Stored::read(stored)?.into_pack(chunk)
+    }
+
     fn load(s: &StoredPack) -> Result<RetrievalPack> {
         let by_id: HashMap<ChunkId, Vec<u8>> = s.new.iter().cloned().collect();
         load_pack(&s.manifest, |id| decompress_chunk(id, by_id.get(id).ok_or_else(|| corrupt("missing"))?))
@@ -320,7 +334,7 @@ mod tests {
         assert_eq!(s.new.len(), s.ids.len());
         assert_eq!(load(&s).expect("load"), p);
         // The manifest names its chunks; a missing chunk is an error, not a different pack.
-        assert_eq!(chunk_ids(&s.manifest).expect("ids"), s.ids);
+        assert_eq!(Stored::read(&s.manifest).and_then(|m| m.chunk_ids()).expect("ids"), s.ids);
         assert!(load_pack(&s.manifest, |_| Err(corrupt("missing"))).is_err());
         // Same pack, same bytes; chunks known to be stored are not sent again.
         let again = store_pack(&p, &|id| s.ids[1..].contains(id)).expect("store");

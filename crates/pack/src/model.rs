@@ -258,9 +258,20 @@ pub struct RetrievalPack {
     pub budgets: Budgets,
 }
 
+/// What goes between two blocks of a pack's text.
+const BLOCK_SEPARATOR: &str = "\n";
+
 impl RetrievalPack {
     /// The pack's text: the non-empty blocks' texts, one newline between each.
     pub fn joined(blocks: &[PackBlock]) -> String {
-        blocks.iter().filter(|b| !b.text.is_empty()).map(|b| b.text.as_str()).collect::<Vec<_>>().join("\n")
+        blocks.iter().filter(|b| !b.text.is_empty()).map(|b| b.text.as_str()).collect::<Vec<_>>().join(BLOCK_SEPARATOR)
+    }
+
+    /// The exact token count of [`RetrievalPack::joined`], from the blocks' own (exact) counts:
+    /// only each block's last lines are counted again (`memex_tokens::count_joined`).
+    pub fn joined_tokens(blocks: &[PackBlock], counter: &dyn memex_tokens::TokenCounter) -> usize {
+        let parts: Vec<(&str, usize)> =
+            blocks.iter().filter(|b| !b.text.is_empty()).map(|b| (b.text.as_str(), b.tokens)).collect();
+        memex_tokens::count_joined(counter, &parts, BLOCK_SEPARATOR)
     }
 }

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use memex_pointer::{ContextEvent, SessionAliases, ViewBlock};
-use memex_tokens::{TokenCounter, count_joined, truncate_lines};
+use memex_tokens::{TokenCounter, truncate_lines};
 use uuid::Uuid;
 
 use crate::candidate::{Candidate, ItemType, QuotaGroup};
@@ -69,9 +69,7 @@ pub fn build_pack(req: &PackRequest, counter: &dyn TokenCounter) -> Result<Retri
         let text = RetrievalPack::joined(&blocks);
         // The whole is counted from the blocks (each counted already, and cached), recounting only
         // their last lines: exactly what counting the joined text would give.
-        let parts: Vec<(&str, usize)> =
-            blocks.iter().filter(|bl| !bl.text.is_empty()).map(|bl| (bl.text.as_str(), bl.tokens)).collect();
-        let tokens = count_joined(counter, &parts, "\n");
+        let tokens = RetrievalPack::joined_tokens(&blocks, counter);
         // Blocks fit on their own; only boundary effects could push the whole over, and then the
         // retrieval block gives way.
         if tokens + b.headroom <= b.context || retrieval.items.is_empty() {
