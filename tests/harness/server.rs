@@ -74,26 +74,25 @@ impl TestServer {
         let store = Store::connect(&db.url, &StoreOptions { max_connections: 4, ..Default::default() })
             .await
             .expect("connect the test store");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
-        let addr = listener.local_addr().expect("local addr");
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let run_config = config.clone();
-        let task = tokio::spawn(memex_server::run(listener, run_config, async {
-            let _ = rx.await;
-        }));
-        let srv = TestServer { addr, config, store, shutdown: Some(tx), task: Some(task) };
-        srv.wait_ready().await;
-        Some(srv)
+        Some(Self::serve(config, store, |_, _| {}).await)
     }
 
     /// A second server over the same database, with its own text index and cold caches: what
     /// another replica of a scaled-out deployment would be.
     pub async fn replica(&self) -> TestServer {
+        let index_dir = self.config.search.index_dir.clone();
+        Self::serve(self.config.clone(), self.store.clone(), |config, port| {
+            config.search.index_dir = format!("{index_dir}-replica-{port}");
+        })
+        .await
+    }
+
+    /// Runs a server with `config` (which `at_port` may adjust once its port is known) on
+    /// 127.0.0.1 and waits until it answers.
+    async fn serve(mut config: Config, store: Store, at_port: impl FnOnce(&mut Config, u16)) -> TestServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local addr");
-        let mut config = self.config.clone();
-        config.search.index_dir = format!("{}-replica-{}", self.config.search.index_dir, addr.port());
-        let store = self.store.clone();
+        at_port(&mut config, addr.port());
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(memex_server::run(listener, config.clone(), async {
             let _ = rx.await;
