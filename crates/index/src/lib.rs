@@ -18,6 +18,7 @@
 //! **Architecture invariant:** nothing here is called on the append path; indexing runs at query
 //! time (catch-up), in the background loop, or in the embedding worker.
 
+mod collect;
 mod doc;
 mod engine;
 mod error;

@@ -12,6 +12,7 @@ use tantivy::schema::{IndexRecordOption, Value};
 use tantivy::{DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term};
 use uuid::Uuid;
 
+use crate::collect::{StatsCache, search_segments};
 use crate::doc::DocSpec;
 use crate::schema::{ANALYZER, Fields, SCHEMA_VERSION, analyzer, schema};
 use crate::{IndexError, LineRange, SearchFilter};
@@ -35,6 +36,8 @@ pub(crate) struct NamespaceIndex {
     /// Each live segment's id columns: opening them decodes column headers, a cost per segment
     /// per query otherwise. Segments are immutable; entries of merged-away ones are dropped.
     columns: Mutex<HashMap<tantivy::index::SegmentId, Arc<IdColumns>>>,
+    /// BM25 statistics of the current searcher generation.
+    stats: StatsCache,
 }
 
 /// Indexed seq per session (every event up to it has its documents committed), and their sum.
@@ -139,6 +142,7 @@ impl NamespaceIndex {
             state: tokio::sync::Mutex::new(Watermarks::default()),
             pending: Mutex::new(std::collections::HashSet::new()),
             columns: Mutex::new(HashMap::new()),
+            stats: StatsCache::default(),
         };
         let marks = ni.scan_watermarks()?;
         *ni.state.try_lock().map_err(|e| IndexError::Task(e.to_string()))? = marks;
@@ -232,9 +236,21 @@ impl NamespaceIndex {
             return Ok(Vec::new());
         }
         let query = self.query(terms, filter, context_boost);
+        // Every match is in one of a few sessions: segments without them are skipped.
+        let sessions: Option<Vec<Term>> =
+            (!filter.session_ids.is_empty() && filter.session_ids.len() <= SMALL_TERM_SET).then(|| {
+                filter.session_ids.iter().map(|s| Term::from_field_text(self.fields.session, &s.to_string())).collect()
+            });
+        let stats = self.stats.of(searcher);
         let mut n = limit;
         let top = loop {
-            let top = searcher.search(&query, &TopDocs::with_limit(n).order_by_score())?;
+            let top = search_segments(
+                searcher,
+                &stats,
+                &query,
+                &TopDocs::with_limit(n).order_by_score(),
+                sessions.as_deref(),
+            )?;
             let cut = top.get(limit - 1).map(|t| stable_score(t.0));
             let complete = top.len() < n || n >= 1 << 20 || top.last().map(|t| stable_score(t.0)) < cut;
             if complete {
@@ -259,7 +275,7 @@ impl NamespaceIndex {
         Ok(hits)
     }
 
-    fn query(&self, terms: &[String], filter: &SearchFilter, context_boost: f32) -> BooleanQuery {
+    pub(crate) fn query(&self, terms: &[String], filter: &SearchFilter, context_boost: f32) -> BooleanQuery {
         let f = &self.fields;
         let mut distinct: Vec<&String> = terms.iter().collect();
         distinct.sort();

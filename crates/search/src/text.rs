@@ -38,8 +38,11 @@ pub const STOPWORDS: &[&str] = &[
 /// The terms a query searches for: its tokens without stopwords, deduplicated, in first-seen
 /// order; all of its tokens if every one is a stopword.
 pub fn query_terms(query: &str) -> Vec<String> {
+    // The stopwords' own terms (stemmed as a query's are), made once.
+    static STOP: std::sync::LazyLock<std::collections::HashSet<String>> =
+        std::sync::LazyLock::new(|| STOPWORDS.iter().flat_map(|w| tokenize(w)).collect());
+    let stop = &*STOP;
     let all = tokenize(query);
-    let stop: std::collections::HashSet<String> = STOPWORDS.iter().flat_map(|w| tokenize(w)).collect();
     let content: Vec<&String> = all.iter().filter(|t| !stop.contains(*t)).collect();
     let chosen: Vec<&String> = if content.is_empty() { all.iter().collect() } else { content };
     let mut seen = std::collections::HashSet::new();
