@@ -101,7 +101,13 @@ fn chunk_id(bytes: &[u8]) -> ChunkId {
 }
 
 fn hex(id: &ChunkId) -> String {
-    id.iter().map(|b| format!("{b:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(32);
+    for b in id {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 15)]));
+    }
+    s
 }
 
 fn unhex(s: &str) -> Result<ChunkId> {

@@ -28,12 +28,19 @@ fn word_hash(w: &str) -> u64 {
 
 impl Sketch {
     pub fn of(text: &str) -> Sketch {
-        let mut hashes: Vec<u64> =
-            text.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| w.len() >= 3).map(word_hash).collect();
-        hashes.sort_unstable();
-        hashes.dedup();
-        hashes.truncate(SKETCH);
-        Sketch(hashes)
+        // The bottom k kept as they come: a long text's words mostly hash above the k-th and are
+        // dropped at once (sorting all of a tool output's words cost more than the rest of MMR).
+        let mut bottom: Vec<u64> = Vec::with_capacity(SKETCH + 1);
+        for h in text.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| w.len() >= 3).map(word_hash) {
+            if bottom.len() == SKETCH && bottom.last().is_some_and(|&max| h >= max) {
+                continue;
+            }
+            if let Err(i) = bottom.binary_search(&h) {
+                bottom.insert(i, h);
+                bottom.truncate(SKETCH);
+            }
+        }
+        Sketch(bottom)
     }
 
     /// Estimated Jaccard similarity of the two word sets.
@@ -139,6 +146,20 @@ mod tests {
         assert_eq!(a.jaccard(&c), 0.0);
         assert_eq!(a.jaccard(&a), 1.0);
         assert_eq!(Sketch::of("").jaccard(&a), 0.0);
+    }
+
+    proptest::proptest! {
+        /// The streaming bottom-k equals sorting every word's hash and keeping the k least.
+        #[test]
+        fn a_sketch_is_the_bottom_k_of_all_its_words(words in proptest::collection::vec("[a-zé_]{1,6}", 0..400)) {
+            let text = words.join(" . ");
+            let mut all: Vec<u64> =
+                text.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| w.len() >= 3).map(word_hash).collect();
+            all.sort_unstable();
+            all.dedup();
+            all.truncate(SKETCH);
+            proptest::prop_assert_eq!(Sketch::of(&text).0, all);
+        }
     }
 
     #[test]
