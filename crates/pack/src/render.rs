@@ -96,15 +96,24 @@ fn excerpt(
         return None;
     }
     // Rank lines by how many query terms they contain; the head stands in when none match.
-    let mut ranked: Vec<(usize, usize)> = lines
-        .iter()
-        .enumerate()
-        .filter_map(|(i, (_, l))| {
-            let low = l.to_lowercase();
-            let hits = terms.iter().filter(|t| low.contains(t.as_str())).count();
-            (hits > 0).then_some((hits, i))
-        })
-        .collect();
+    // (A tool output has thousands of lines: each term's searcher is built once, and ASCII lines,
+    // most of them, are lowercased in place of a Unicode pass.)
+    let finders: Vec<memchr::memmem::Finder<'_>> = terms.iter().map(memchr::memmem::Finder::new).collect();
+    let mut low = String::new();
+    let mut ranked: Vec<(usize, usize)> = Vec::new();
+    for (i, (_, l)) in lines.iter().enumerate() {
+        if l.is_ascii() {
+            low.clear();
+            low.push_str(l);
+            low.make_ascii_lowercase();
+        } else {
+            low = l.to_lowercase();
+        }
+        let hits = finders.iter().filter(|f| f.find(low.as_bytes()).is_some()).count();
+        if hits > 0 {
+            ranked.push((hits, i));
+        }
+    }
     ranked.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     let seeds: Vec<usize> =
         if ranked.is_empty() { (0..lines.len()).collect() } else { ranked.iter().map(|r| r.1).collect() };
