@@ -1,6 +1,7 @@
 //! Stored events as the pure cores see them.
 use std::borrow::Borrow;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use memex_event::EventKind;
 use memex_pointer::{ArtifactPointer, ContextEvent, EventFlags};
@@ -97,9 +98,9 @@ impl ContextEngine {
     /// The events with these ids, in the order asked, as [`memex_store::Store::events_by_ids`]
     /// gives them, but from the engine's cache where it has them: events never change, so a
     /// cached event is never stale. A pack's search hits are mostly events it has seen before.
-    pub(crate) async fn events_by_ids(&self, namespace_id: Uuid, ids: &[Uuid]) -> Result<Vec<Event>> {
-        let mut found: Vec<Option<Event>> =
-            ids.iter().map(|id| self.events.get(&(namespace_id, *id)).map(|e| e.as_ref().clone())).collect();
+    /// Shared with the cache, not copied: a pack's candidates hold a few hundred KB of content.
+    pub(crate) async fn events_by_ids(&self, namespace_id: Uuid, ids: &[Uuid]) -> Result<Vec<Arc<Event>>> {
+        let mut found: Vec<Option<Arc<Event>>> = ids.iter().map(|id| self.events.get(&(namespace_id, *id))).collect();
         let missing: Vec<Uuid> = ids.iter().zip(&found).filter(|(_, f)| f.is_none()).map(|(id, _)| *id).collect();
         if missing.is_empty() {
             return Ok(found.into_iter().flatten().collect());
@@ -116,7 +117,8 @@ impl ContextEngine {
         let mut read = read.into_iter();
         for slot in found.iter_mut().filter(|f| f.is_none()) {
             if let Some(e) = read.next() {
-                self.events.insert((namespace_id, e.id), std::sync::Arc::new(e.clone()));
+                let e = Arc::new(e);
+                self.events.insert((namespace_id, e.id), e.clone());
                 *slot = Some(e);
             }
         }

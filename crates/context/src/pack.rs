@@ -90,11 +90,11 @@ fn pack_error(e: PackError) -> ContextError {
 /// Accumulates candidates by event id, merging what several sources said.
 #[derive(Default)]
 struct Gathered {
-    events: BTreeMap<Uuid, (Event, Sources)>,
+    events: BTreeMap<Uuid, (Arc<Event>, Sources)>,
 }
 
 impl Gathered {
-    fn add(&mut self, events: Vec<Event>, sources: Sources) {
+    fn add(&mut self, events: impl IntoIterator<Item = Arc<Event>>, sources: Sources) {
         for e in events {
             match self.events.get_mut(&e.id) {
                 Some((_, s)) => *s = s.merge(sources),
@@ -231,11 +231,11 @@ impl ContextEngine {
         }
         let mut g = Gathered::default();
         g.add(pointed, Sources { pointer: true, ..Sources::default() });
-        g.add(standing, Sources { pinned: true, ..Sources::default() });
+        g.add(standing.into_iter().map(Arc::new), Sources { pinned: true, ..Sources::default() });
         g.add(anchored, Sources { anchor: true, ..Sources::default() });
         let mut embeddings: HashMap<Uuid, Vec<f32>> = HashMap::new();
         for (h, e) in searched {
-            g.add(vec![e], Sources { lexical: h.lexical, vector: h.vector, ..Sources::default() });
+            g.add([e], Sources { lexical: h.lexical, vector: h.vector, ..Sources::default() });
             if let Some(emb) = h.embedding {
                 embeddings.insert(h.event_id, emb);
             }
@@ -349,7 +349,7 @@ impl ContextEngine {
     }
 
     /// Pointer expansion from the task state (A.2 line 4).
-    async fn expand_pointers(&self, namespace_id: Uuid, state: &TaskState, scope: &[Uuid]) -> Result<Vec<Event>> {
+    async fn expand_pointers(&self, namespace_id: Uuid, state: &TaskState, scope: &[Uuid]) -> Result<Vec<Arc<Event>>> {
         let mut out = Vec::new();
         let ids: Vec<Uuid> = state
             .key_pointers
@@ -373,7 +373,9 @@ impl ContextEngine {
                         out.extend(
                             self.store
                                 .events_with_artifact(namespace_id, scope, id.as_bytes(), self.cfg.pointer_limit)
-                                .await?,
+                                .await?
+                                .into_iter()
+                                .map(Arc::new),
                         );
                     }
                 }
@@ -384,7 +386,7 @@ impl ContextEngine {
                         .events_in_range(namespace_id, *session_id, range, self.cfg.pointer_limit, None)
                         .await
                     {
-                        Ok(page) => out.extend(page.events),
+                        Ok(page) => out.extend(page.events.into_iter().map(Arc::new)),
                         Err(StoreError::SessionNotFound(_)) => {}
                         Err(e) => return Err(e.into()),
                     }
@@ -395,7 +397,7 @@ impl ContextEngine {
     }
 
     /// Every search source's hits, with their events; the store scan's when none is plugged in.
-    async fn search(&self, namespace_id: Uuid, q: &SearchQuery) -> Result<Vec<(crate::seams::SearchHit, Event)>> {
+    async fn search(&self, namespace_id: Uuid, q: &SearchQuery) -> Result<Vec<(crate::seams::SearchHit, Arc<Event>)>> {
         if self.sources.is_empty() {
             return self.scan(namespace_id, q).await;
         }
@@ -416,7 +418,7 @@ impl ContextEngine {
     /// on their own words and the words of the two events before them (`memex_pack::bm25_scan`).
     /// Events never change, so their word counts are kept: a scan reads only (id, seq, kind) of
     /// the session, the content of events it has not counted yet, and the events it returns.
-    async fn scan(&self, namespace_id: Uuid, q: &SearchQuery) -> Result<Vec<(crate::seams::SearchHit, Event)>> {
+    async fn scan(&self, namespace_id: Uuid, q: &SearchQuery) -> Result<Vec<(crate::seams::SearchHit, Arc<Event>)>> {
         let n = self.cfg.scan_events;
         if n == 0 || q.terms.is_empty() || q.limit == 0 {
             return Ok(Vec::new());
@@ -487,7 +489,7 @@ impl ContextEngine {
         tail: &[ContextEvent],
         heads: &HashMap<Uuid, u64>,
     ) -> Result<(Vec<Candidate>, Vec<Option<ViewBlock>>)> {
-        let (events, sources): (Vec<Event>, Vec<Sources>) = g.events.into_values().unzip();
+        let (events, sources): (Vec<Arc<Event>>, Vec<Sources>) = g.events.into_values().unzip();
         let ctx = self.context_events(namespace_id, &events).await?;
         // Supersession is read from the candidates themselves: an event that supersedes another is
         // a standing item of its task, so every superseding event in scope is among them.
