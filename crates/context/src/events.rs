@@ -63,7 +63,10 @@ impl ContextEngine {
         events: &[E],
     ) -> Result<Vec<ContextEvent>> {
         let events: Vec<&Event> = events.iter().map(Borrow::borrow).collect();
-        let sessions: Vec<Uuid> = events.iter().filter(|e| e.task_id.is_none()).map(|e| e.session_id).collect();
+        // Once per session, not per event: a pack converts a couple of hundred events of a few.
+        let mut sessions: Vec<Uuid> = events.iter().filter(|e| e.task_id.is_none()).map(|e| e.session_id).collect();
+        sessions.sort_unstable();
+        sessions.dedup();
         let tasks = self.tasks_of(namespace_id, &sessions).await?;
         let mut out: Vec<ContextEvent> =
             events.iter().map(|e| context_event(e, tasks.get(&e.session_id).and_then(|t| t.as_deref()))).collect();
