@@ -113,7 +113,7 @@ pub struct ContextEngine {
     full_view: Arc<dyn FullView>,
     sources: Arc<Vec<Arc<dyn CandidateSource>>>,
     index: Option<Arc<dyn IndexStatus>>,
-    counts: moka::sync::Cache<(Tokenizer, [u8; 16]), u32>,
+    counts: std::sync::Arc<tokens::CountMemo>,
     /// (namespace, task, version) → premises; versions are immutable.
     premises: moka::sync::Cache<(Uuid, String, u64), Arc<Vec<String>>>,
     /// (namespace, session) → the session's task; sessions never change task.
@@ -143,7 +143,7 @@ impl ContextEngine {
         let writer = tokio::runtime::Handle::try_current().ok().map(|_| Arc::new(writer::PackWriter::start(&store)));
         ContextEngine {
             writer,
-            counts: tokens::count_cache(cfg.token_cache_entries),
+            counts: std::sync::Arc::new(tokens::CountMemo::new(cfg.token_cache_entries)),
             premises: moka::sync::Cache::builder().max_capacity(100_000).build(),
             session_tasks: moka::sync::Cache::builder().max_capacity(100_000).build(),
             tool_names: moka::sync::Cache::builder().max_capacity(500_000).build(),
