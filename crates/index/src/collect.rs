@@ -177,7 +177,7 @@ mod tests {
         let sessions = [Uuid::from_u128(11), Uuid::from_u128(13)];
         let filter = SearchFilter { session_ids: sessions.to_vec(), ..SearchFilter::default() };
         let required: Vec<Term> =
-            sessions.iter().map(|s| Term::from_field_text(idx.fields.session, &s.to_string())).collect();
+            sessions.iter().map(|s| idx.fields.tag(crate::schema::Tag::Session, &s.to_string())).collect();
         let mut seq = 0;
         for round in 0..2 {
             // One segment per session: most segments hold neither session of the filter.

@@ -6,7 +6,7 @@ use tantivy::schema::{
 use tantivy::tokenizer::{LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, TextAnalyzer};
 
 /// Version of the documents' shape and analysis; stored beside each index.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The analyzer's name in tantivy's tokenizer manager.
 pub const ANALYZER: &str = "memex";
@@ -26,7 +26,6 @@ pub struct Fields {
     /// Event id (text form): filters and deletes.
     pub event_id: Field,
     pub namespace: Field,
-    pub session: Field,
     /// Event and session ids as two u64 fast fields each (high, low halves): a hit's ids are read
     /// without loading its document or looking up a string column's dictionary (a zstd block
     /// decoded per lookup, once the largest cost of a query).
@@ -38,10 +37,9 @@ pub struct Fields {
     /// `event` (the event's stored content) or `artifact` (the full artifact text).
     pub source: Field,
     pub chunk: Field,
-    pub task: Field,
-    pub agent: Field,
-    pub kind: Field,
-    pub role: Field,
+    /// What queries filter on (session, task, agent, kind, role), one indexed field for all: see
+    /// [`Tag`].
+    pub tags: Field,
     pub tool: Field,
     /// Event time, microseconds since the epoch.
     pub time: Field,
@@ -60,6 +58,36 @@ pub struct Fields {
     pub context: Field,
 }
 
+/// A filter's kind: its values are indexed in `tags` as `<prefix>:<value>` (the prefix has no
+/// colon, so a value may).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tag {
+    Session,
+    Task,
+    Agent,
+    Kind,
+    Role,
+}
+
+/// The `tags` text of `value` for a filter of kind `tag`.
+pub fn tag_text(tag: Tag, value: &str) -> String {
+    let prefix = match tag {
+        Tag::Session => "s",
+        Tag::Task => "t",
+        Tag::Agent => "a",
+        Tag::Kind => "k",
+        Tag::Role => "r",
+    };
+    format!("{prefix}:{value}")
+}
+
+impl Fields {
+    /// The `tags` term of `value` for a filter of kind `tag`.
+    pub fn tag(&self, tag: Tag, value: &str) -> tantivy::Term {
+        tantivy::Term::from_field_text(self.tags, &tag_text(tag, value))
+    }
+}
+
 pub fn schema() -> (Schema, Fields) {
     let mut b = Schema::builder();
     let text_opts = TextOptions::default()
@@ -67,22 +95,23 @@ pub fn schema() -> (Schema, Fields) {
             TextFieldIndexing::default().set_tokenizer(ANALYZER).set_index_option(IndexRecordOption::WithFreqs),
         )
         .set_stored();
+    // Only what queries filter or score on is indexed, and the filters share one field. Every
+    // indexed field gets its own term dictionary in every segment, and starting one costs about a
+    // megabyte of writes (tantivy-fst's registry) whatever it holds: with 13 indexed fields, a
+    // live catch-up's commit of a few documents (and each merge of such segments) spent most of
+    // its time there. Now there are 4.
     let fields = Fields {
-        event_id: b.add_text_field("event_id", STRING | STORED),
-        namespace: b.add_text_field("namespace", STRING | STORED),
-        session: b.add_text_field("session", STRING | STORED),
+        event_id: b.add_text_field("event_id", STORED),
+        namespace: b.add_text_field("namespace", STORED),
         event_hi: b.add_u64_field("event_hi", FAST),
         event_lo: b.add_u64_field("event_lo", FAST),
         session_hi: b.add_u64_field("session_hi", FAST),
         session_lo: b.add_u64_field("session_lo", FAST),
-        seq: b.add_u64_field("seq", INDEXED | STORED | FAST),
-        source: b.add_text_field("source", STRING | STORED),
+        seq: b.add_u64_field("seq", STORED | FAST),
+        source: b.add_text_field("source", STORED),
         chunk: b.add_u64_field("chunk", STORED),
-        task: b.add_text_field("task", STRING | STORED),
-        agent: b.add_text_field("agent", STRING | STORED),
-        kind: b.add_text_field("kind", STRING | STORED),
-        role: b.add_text_field("role", STRING | STORED),
-        tool: b.add_text_field("tool", STRING | STORED),
+        tags: b.add_text_field("tags", STRING),
+        tool: b.add_text_field("tool", STORED),
         time: b.add_i64_field("time", INDEXED | STORED | FAST),
         first_line: b.add_u64_field("first_line", STORED),
         last_line: b.add_u64_field("last_line", STORED),

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use crate::collect::{StatsCache, search_segments};
 use crate::doc::DocSpec;
-use crate::schema::{ANALYZER, Fields, SCHEMA_VERSION, analyzer, schema};
+use crate::schema::{ANALYZER, Fields, SCHEMA_VERSION, Tag, analyzer, schema, tag_text};
 use crate::{IndexError, LineRange, SearchFilter};
 
 const VERSION_FILE: &str = "memex-index.json";
@@ -237,10 +237,9 @@ impl NamespaceIndex {
         }
         let query = self.query(terms, filter, context_boost);
         // Every match is in one of a few sessions: segments without them are skipped.
-        let sessions: Option<Vec<Term>> =
-            (!filter.session_ids.is_empty() && filter.session_ids.len() <= SMALL_TERM_SET).then(|| {
-                filter.session_ids.iter().map(|s| Term::from_field_text(self.fields.session, &s.to_string())).collect()
-            });
+        let sessions: Option<Vec<Term>> = (!filter.session_ids.is_empty()
+            && filter.session_ids.len() <= SMALL_TERM_SET)
+            .then(|| filter.session_ids.iter().map(|s| self.fields.tag(Tag::Session, &s.to_string())).collect());
         let stats = self.stats.of(searcher);
         let mut n = limit;
         let top = loop {
@@ -283,13 +282,13 @@ impl NamespaceIndex {
         // A few sessions' documents are far fewer than a common term's: each term is then
         // intersected with them (scoring 0, so scores are unchanged), and the union scores only
         // the sessions' documents instead of every document of the term near them.
-        let sessions: Vec<String> = filter.session_ids.iter().map(Uuid::to_string).collect();
+        let sessions: Vec<Term> = filter.session_ids.iter().map(|s| f.tag(Tag::Session, &s.to_string())).collect();
         let narrow = !sessions.is_empty() && sessions.len() <= SMALL_TERM_SET;
         let within = |q: Box<dyn Query>| -> Box<dyn Query> {
             if !narrow {
                 return q;
             }
-            let only = any_of(f.session, &sessions, 0.0);
+            let only = any_of(&sessions, 0.0);
             Box::new(BooleanQuery::new(vec![(Occur::Must, q), (Occur::Must, only)]))
         };
         let mut text: Vec<(Occur, Box<dyn Query>)> = Vec::new();
@@ -315,26 +314,25 @@ impl NamespaceIndex {
             return text;
         }
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, Box::new(text))];
-        let mut set = |field, values: Vec<String>| {
+        let mut set = |tag, values: &[String]| {
             if values.is_empty() {
                 return;
             }
+            let terms: Vec<Term> = values.iter().map(|v| f.tag(tag, v)).collect();
             // A TermSetQuery builds an FST of its terms for every segment it runs on: more than a
             // whole pack's query costs when the set is a session or two. A union of term queries
             // answers small sets without building anything; constant 1.0, the score a TermSetQuery
             // adds, so ranks and scores are the same either way.
-            let q: Box<dyn Query> = if values.len() <= SMALL_TERM_SET {
-                any_of(field, &values, 1.0)
-            } else {
-                Box::new(TermSetQuery::new(values.iter().map(|v| Term::from_field_text(field, v))))
-            };
+            let q: Box<dyn Query> =
+                if terms.len() <= SMALL_TERM_SET { any_of(&terms, 1.0) } else { Box::new(TermSetQuery::new(terms)) };
             clauses.push((Occur::Must, q));
         };
-        set(f.session, sessions);
-        set(f.task, filter.task_ids.clone());
-        set(f.agent, filter.agent_ids.clone());
-        set(f.kind, filter.kinds.clone());
-        set(f.role, filter.roles.iter().map(|r| r.as_str().to_owned()).collect());
+        let session_ids: Vec<String> = filter.session_ids.iter().map(Uuid::to_string).collect();
+        set(Tag::Session, &session_ids);
+        set(Tag::Task, &filter.task_ids);
+        set(Tag::Agent, &filter.agent_ids);
+        set(Tag::Kind, &filter.kinds);
+        set(Tag::Role, &filter.roles.iter().map(|r| r.as_str().to_owned()).collect::<Vec<_>>());
         if filter.time.from.is_some() || filter.time.to.is_some() {
             let bound = |t: Option<chrono::DateTime<chrono::Utc>>| match t {
                 Some(t) => Bound::Included(Term::from_field_i64(f.time, t.timestamp_micros())),
@@ -397,12 +395,11 @@ fn stable_score(s: f32) -> f32 {
     f32::from_bits((s.to_bits() + 0x100) & !0x1FF)
 }
 
-/// Documents with any of `values` in `field`, every one scoring `score`.
-fn any_of(field: tantivy::schema::Field, values: &[String], score: f32) -> Box<dyn Query> {
-    let any = values.iter().map(|v| {
-        let t = Term::from_field_text(field, v);
-        (Occur::Should, Box::new(TermQuery::new(t, IndexRecordOption::Basic)) as Box<dyn Query>)
-    });
+/// Documents with any of `terms`, every one scoring `score`.
+fn any_of(terms: &[Term], score: f32) -> Box<dyn Query> {
+    let any = terms
+        .iter()
+        .map(|t| (Occur::Should, Box::new(TermQuery::new(t.clone(), IndexRecordOption::Basic)) as Box<dyn Query>));
     Box::new(ConstScoreQuery::new(Box::new(BooleanQuery::new(any.collect())), score))
 }
 
@@ -445,7 +442,7 @@ fn to_document(f: &Fields, ns: &str, d: DocSpec) -> TantivyDocument {
     let mut doc = TantivyDocument::default();
     doc.add_text(f.event_id, d.event_id.to_string());
     doc.add_text(f.namespace, ns);
-    doc.add_text(f.session, d.session.to_string());
+    doc.add_text(f.tags, tag_text(Tag::Session, &d.session.to_string()));
     let (event_hi, event_lo) = d.event_id.as_u64_pair();
     let (session_hi, session_lo) = d.session.as_u64_pair();
     doc.add_u64(f.event_hi, event_hi);
@@ -456,11 +453,11 @@ fn to_document(f: &Fields, ns: &str, d: DocSpec) -> TantivyDocument {
     doc.add_text(f.source, d.source);
     doc.add_u64(f.chunk, u64::from(d.chunk));
     if let Some(t) = &d.task {
-        doc.add_text(f.task, t);
+        doc.add_text(f.tags, tag_text(Tag::Task, t));
     }
-    doc.add_text(f.agent, &d.agent);
-    doc.add_text(f.kind, &d.kind);
-    doc.add_text(f.role, d.role);
+    doc.add_text(f.tags, tag_text(Tag::Agent, &d.agent));
+    doc.add_text(f.tags, tag_text(Tag::Kind, &d.kind));
+    doc.add_text(f.tags, tag_text(Tag::Role, d.role));
     if let Some(t) = &d.tool {
         doc.add_text(f.tool, t);
     }
