@@ -23,7 +23,7 @@ pub fn analyzer() -> TextAnalyzer {
 
 #[derive(Debug, Clone, Copy)]
 pub struct Fields {
-    /// Event id (text form): filters and deletes.
+    /// Event id (text form), stored only: hits take their ids from the fast fields below.
     pub event_id: Field,
     pub namespace: Field,
     /// Event and session ids as two u64 fast fields each (high, low halves): a hit's ids are read
