@@ -182,21 +182,8 @@ async fn a_malformed_line_is_a_diagnostic_unless_strict() {
     assert_eq!(sessions.sessions.len(), 2, "the fixture's session and the lenient import; the strict one left nothing");
 }
 
-#[tokio::test]
-async fn appended_events_have_a_view_whose_earlier_lines_never_change() {
-    let srv = server_or_skip!();
-    let mut f = fixture(&srv, "native").await;
-    f.append(vec![
-        ev("user_message", "Find the failing test"),
-        call("c1"),
-        result("c1", "test a ... FAILED\nerror: boom"),
-    ])
-    .await
-    .unwrap();
-    let (info1, v1) = view(&f, req(&f, &f.session, pb::ViewKind::Full)).await.unwrap();
-    assert_eq!(info1.version, 3);
-    assert_eq!(info1.file_name, format!("{}.txt", f.session));
-    // The same bytes as compiling the session's events (what `memex events` prints).
+/// The full view of `f`'s session compiled here from its events as `memex events` prints them.
+async fn compiled_locally(f: &mut crate::Fixture) -> String {
     let jsonl: String = f
         .all_events()
         .await
@@ -221,11 +208,31 @@ async fn appended_events_have_a_view_whose_earlier_lines_never_change() {
         })
         .collect();
     let local = memex_vcc::compile_trace(jsonl.as_bytes(), &f.session, memex_vcc::CompileOptions::default()).unwrap();
-    assert_eq!(String::from_utf8(v1.clone()).unwrap(), local.chains()[0].full_view());
+    local.chains()[0].full_view()
+}
+
+#[tokio::test]
+async fn appended_events_have_a_view_whose_earlier_lines_never_change() {
+    let srv = server_or_skip!();
+    let mut f = fixture(&srv, "native").await;
+    f.append(vec![
+        ev("user_message", "Find the failing test"),
+        call("c1"),
+        result("c1", "test a ... FAILED\nerror: boom"),
+    ])
+    .await
+    .unwrap();
+    let (info1, v1) = view(&f, req(&f, &f.session, pb::ViewKind::Full)).await.unwrap();
+    assert_eq!(info1.version, 3);
+    assert_eq!(info1.file_name, format!("{}.txt", f.session));
+    // The same bytes as compiling the session's events (what `memex events` prints).
+    assert_eq!(String::from_utf8(v1.clone()).unwrap(), compiled_locally(&mut f).await);
 
     f.append(vec![ev("assistant_message", "Fixed it."), ev("decision", "Keep the retry")]).await.unwrap();
     let (info2, v2) = view(&f, req(&f, &f.session, pb::ViewKind::Full)).await.unwrap();
     assert_eq!(info2.version, 5);
+    // Compiled from the export kept from version 3 plus the two new events: still the same bytes.
+    assert_eq!(String::from_utf8(v2.clone()).unwrap(), compiled_locally(&mut f).await);
     let old: Vec<&str> = std::str::from_utf8(&v1).unwrap().lines().collect();
     let new: Vec<&str> = std::str::from_utf8(&v2).unwrap().lines().collect();
     // Every line before the last section of the old view is unchanged.

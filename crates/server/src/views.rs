@@ -79,6 +79,10 @@ pub struct Views {
     cache: moka::future::Cache<(Uuid, u64), Arc<CompiledSession>>,
     /// Imported sessions never change: found by id alone, without asking the database.
     read_only: moka::future::Cache<Uuid, Arc<CompiledSession>>,
+    /// (namespace, live session) → its events exported as the compiler reads them, up to a seq.
+    /// Events never change, so a newer version's export is this one plus the events after it:
+    /// an agent loop's turn reads and encodes only what it appended, not the whole session.
+    exports: moka::sync::Cache<(Uuid, Uuid), Arc<Export>>,
     hits: Counter<u64>,
     misses: Counter<u64>,
 }
@@ -103,6 +107,12 @@ pub fn stem_of(file_name: &str) -> String {
     }
 }
 
+/// A live session's events 1..=`count`, as memex-event JSON lines.
+pub(crate) struct Export {
+    count: u64,
+    bytes: bytes::Bytes,
+}
+
 impl Views {
     pub fn new(store: Store, cache_bytes: u64) -> Views {
         let meter = opentelemetry::global::meter("memex");
@@ -115,6 +125,10 @@ impl Views {
             read_only: moka::future::Cache::builder()
                 .max_capacity(cache_bytes)
                 .weigher(|_, v: &Arc<CompiledSession>| v.weight())
+                .build(),
+            exports: moka::sync::Cache::builder()
+                .max_capacity(cache_bytes / 4)
+                .weigher(|_, e: &Arc<Export>| u32::try_from(e.bytes.len() + 64).unwrap_or(u32::MAX))
                 .build(),
             hits: meter
                 .u64_counter("memex.view_cache.hits")
@@ -176,11 +190,12 @@ impl Views {
         }
         self.misses.add(1, &[]);
         let store = self.store.clone();
+        let exports = self.exports.clone();
         let ns_id = ns;
         let compiled = self
             .cache
             .try_get_with(key, async move {
-                let (bytes, stem, format) = source_bytes(&store, ns_id, &session).await?;
+                let (bytes, stem, format) = source_bytes(&store, &exports, ns_id, &session).await?;
                 let trace = tokio::task::spawn_blocking(move || {
                     memex_vcc::compile_trace(&bytes, &stem, CompileOptions { format, strict: false })
                 })
@@ -295,22 +310,34 @@ impl memex_index::LineRanges for ViewLineRanges {
 
 /// What a session's views are compiled from: the raw file of an imported trace, or the session's
 /// events as JSON lines (the `memex` format), with the file stem the views are named after.
-async fn source_bytes(store: &Store, ns: Uuid, session: &Session) -> Result<(Vec<u8>, String, InputFormat), Status> {
+async fn source_bytes(
+    store: &Store,
+    exports: &moka::sync::Cache<(Uuid, Uuid), Arc<Export>>,
+    ns: Uuid,
+    session: &Session,
+) -> Result<(bytes::Bytes, String, InputFormat), Status> {
     if let Some(src) = &session.source {
         let artifact = store.artifact(ns, src.artifact).await.map_err(|e| store_status(&e))?;
-        return Ok((artifact.bytes, stem_of(&src.file_name), input_format(&session.source_format)));
+        return Ok((artifact.bytes.into(), stem_of(&src.file_name), input_format(&session.source_format)));
+    }
+    let key = (ns, session.id);
+    let stem = session.id.to_string();
+    let kept = exports.get(&key).filter(|e| e.count <= session.event_count);
+    if let Some(e) = &kept
+        && e.count == session.event_count
+    {
+        return Ok((e.bytes.clone(), stem, InputFormat::Memex));
     }
     let mut out = Vec::new();
+    let mut from = 1;
+    if let Some(e) = &kept {
+        out.extend_from_slice(&e.bytes);
+        from = e.count + 1;
+    }
     let mut token: Option<String> = None;
     loop {
         let page = store
-            .events_in_range(
-                ns,
-                session.id,
-                SeqRange { from: 1, to: Some(session.event_count) },
-                5000,
-                token.as_deref(),
-            )
+            .events_in_range(ns, session.id, SeqRange { from, to: Some(session.event_count) }, 5000, token.as_deref())
             .await
             .map_err(|e| store_status(&e))?;
         for e in page.events {
@@ -322,5 +349,10 @@ async fn source_bytes(store: &Store, ns: Uuid, session: &Session) -> Result<(Vec
             None => break,
         }
     }
-    Ok((out, session.id.to_string(), InputFormat::Memex))
+    let bytes = bytes::Bytes::from(out);
+    // Keep the newest export (a slower compile of an older version must not replace it).
+    if exports.get(&key).is_none_or(|e| e.count < session.event_count) {
+        exports.insert(key, Arc::new(Export { count: session.event_count, bytes: bytes.clone() }));
+    }
+    Ok((bytes, stem, InputFormat::Memex))
 }
