@@ -136,34 +136,14 @@ pub(crate) fn search_segments<C: Collector>(
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use chrono::Utc;
     use memex_search::ChunkOptions;
-    use memex_store::Event;
     use tantivy::collector::TopDocs;
     use uuid::Uuid;
 
     use super::*;
     use crate::text::NamespaceIndex;
+    use crate::text::tests::event_in as event;
     use crate::{LineRange, SearchFilter};
-
-    fn event(session: u128, seq: u64, content: &str) -> Event {
-        Event {
-            id: Uuid::now_v7(),
-            session_id: Uuid::from_u128(session),
-            seq,
-            kind: "note".into(),
-            content: content.into(),
-            artifact: None,
-            agent_id: "a".into(),
-            task_id: None,
-            tool_name: None,
-            tool_call_id: None,
-            event_time: Utc::now(),
-            ingest_time: Utc::now(),
-            metadata: None,
-            task_state_version: None,
-        }
-    }
 
     /// Skipping segments and remembering statistics change nothing: the same addresses and the
     /// same scores, bit for bit, as a plain search, before and after the index grows.

@@ -481,7 +481,7 @@ pub(crate) fn namespace_dir(root: &Path, ns: Uuid) -> PathBuf {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
+pub(crate) mod tests {
     use chrono::Utc;
     use memex_search::ChunkOptions;
     use memex_store::Event;
@@ -489,9 +489,14 @@ mod tests {
     use super::*;
 
     fn event(seq: u64, content: &str) -> Event {
+        event_in(7, seq, content)
+    }
+
+    /// A note event of session `session` (as a u128), for index tests.
+    pub(crate) fn event_in(session: u128, seq: u64, content: &str) -> Event {
         Event {
             id: Uuid::now_v7(),
-            session_id: Uuid::from_u128(7),
+            session_id: Uuid::from_u128(session),
             seq,
             kind: "note".into(),
             content: content.into(),
