@@ -237,9 +237,7 @@ impl NamespaceIndex {
         }
         let query = self.query(terms, filter, context_boost);
         // Every match is in one of a few sessions: segments without them are skipped.
-        let sessions: Option<Vec<Term>> = (!filter.session_ids.is_empty()
-            && filter.session_ids.len() <= SMALL_TERM_SET)
-            .then(|| filter.session_ids.iter().map(|s| self.fields.tag(Tag::Session, &s.to_string())).collect());
+        let sessions = self.few_sessions(filter);
         let stats = self.stats.of(searcher);
         let mut n = limit;
         let top = loop {
@@ -282,13 +280,10 @@ impl NamespaceIndex {
         // A few sessions' documents are far fewer than a common term's: each term is then
         // intersected with them (scoring 0, so scores are unchanged), and the union scores only
         // the sessions' documents instead of every document of the term near them.
-        let sessions: Vec<Term> = filter.session_ids.iter().map(|s| f.tag(Tag::Session, &s.to_string())).collect();
-        let narrow = !sessions.is_empty() && sessions.len() <= SMALL_TERM_SET;
+        let sessions = self.few_sessions(filter);
         let within = |q: Box<dyn Query>| -> Box<dyn Query> {
-            if !narrow {
-                return q;
-            }
-            let only = any_of(&sessions, 0.0);
+            let Some(sessions) = &sessions else { return q };
+            let only = any_of(sessions, 0.0);
             Box::new(BooleanQuery::new(vec![(Occur::Must, q), (Occur::Must, only)]))
         };
         let mut text: Vec<(Occur, Box<dyn Query>)> = Vec::new();
@@ -341,6 +336,14 @@ impl NamespaceIndex {
             clauses.push((Occur::Must, Box::new(RangeQuery::new(bound(filter.time.from), bound(filter.time.to)))));
         }
         BooleanQuery::new(clauses)
+    }
+
+    /// The session terms of `filter` when it names a few sessions (at most `SMALL_TERM_SET`):
+    /// then every term is intersected with them, and only segments holding them are searched.
+    fn few_sessions(&self, filter: &SearchFilter) -> Option<Vec<Term>> {
+        let n = filter.session_ids.len();
+        (n > 0 && n <= SMALL_TERM_SET)
+            .then(|| filter.session_ids.iter().map(|s| self.fields.tag(Tag::Session, &s.to_string())).collect())
     }
 
     /// The id columns of a segment of `searcher`, from the cache when it has them.
