@@ -96,16 +96,21 @@ impl FullView for ViewFullView {
                     lines: chain.read_line_texts(range).into(),
                 })
             };
+            // Placed outside the lock (reading a block's lines is the work), kept under it.
+            let mut fresh: Vec<(u64, Option<ViewBlock>)> = Vec::with_capacity(missing.len());
+            for (seq, slot) in seqs.iter().zip(out.iter_mut()) {
+                if slot.is_none() {
+                    let block = place(seq);
+                    fresh.push((*seq, block.clone()));
+                    *slot = Some(block);
+                }
+            }
             {
                 let mut by_seq = placed.by_seq.write().map_err(|_| poisoned())?;
-                for (seq, slot) in seqs.iter().zip(out.iter_mut()) {
-                    if slot.is_none() {
-                        let block = place(seq);
-                        if !by_seq.contains_key(seq) {
-                            placed.bytes.fetch_add(block_bytes(&block), std::sync::atomic::Ordering::Relaxed);
-                            by_seq.insert(*seq, block.clone());
-                        }
-                        *slot = Some(block);
+                for (seq, block) in fresh {
+                    if let std::collections::hash_map::Entry::Vacant(v) = by_seq.entry(seq) {
+                        placed.bytes.fetch_add(block_bytes(&block), std::sync::atomic::Ordering::Relaxed);
+                        v.insert(block);
                     }
                 }
             }
