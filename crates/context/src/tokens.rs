@@ -58,7 +58,7 @@ pub struct CountMemo {
 #[derive(Clone, Copy, Default)]
 struct Slot {
     key: [u8; 16],
-    /// The tokenizer's tag + 1; 0 marks an empty slot.
+    /// The tokenizer's tag (see `tag`, never 0); 0 marks an empty slot.
     tag: u8,
     count: u32,
 }
