@@ -5,7 +5,7 @@
 //!
 //! **Architecture invariant:** an adapter. It turns texts into unit vectors and knows nothing of
 //! events, namespaces, Postgres or gRPC; what to embed, when, and where vectors are kept is
-//! `memex-index`'s business. Every vector is tagged by its [`ModelInfo`] so vectors of different
+//! `memex-search`'s business. Every vector is tagged by its [`ModelInfo`] so vectors of different
 //! models are never compared.
 
 mod error;
@@ -15,7 +15,7 @@ pub mod openai;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-pub use memex_search::cosine;
+pub use memex_rank::cosine;
 
 pub use error::EmbedError;
 pub use minilm::{MiniLm, MiniLmOptions};

@@ -1,30 +1,38 @@
-//! The pure core of memex search: how ranked lists are fused (reciprocal-rank fusion), how a result
-//! list is diversified (maximal marginal relevance), how texts are scored by BM25 or by embedding
-//! similarity, which role an event kind speaks with, how event text is cut into index chunks, and the
-//! adaptive view's ranked predicates (BM25 over a chain's blocks, externally scored blocks).
+//! Derived search indexes over the lossless event store, and hybrid search over them.
 //!
-//! Everything here is a plain function over plain data, so the adapters (tantivy, pgvector, candle,
-//! gRPC) stay thin and this is where the tests are — including property tests.
+//! * **Text** (`text.rs`, tantivy): one index per namespace in `index.dir/<namespace id>/`, one
+//!   document per chunk of event text and of artifact text. Each replica keeps its own; it is
+//!   caught up from Postgres by per-session seq watermarks before every query (read-your-writes on
+//!   any replica) and by a background loop, and rebuilt from Postgres when missing, corrupt or of
+//!   an older schema ([`SearchIndex::rebuild`], `memex reindex`).
+//! * **Vectors** (`vectors.rs`, pgvector): one embedding per event and model, shared by all
+//!   replicas, written by the background [`EmbeddingWorker`] — never on the ingest path.
+//! * **Search** (`engine.rs`): BM25 candidates from tantivy and k-NN candidates from pgvector,
+//!   fused by `memex-rank` (RRF, optional MMR), with provenance and score parts per hit.
 //!
-//! **Architecture invariant:** pure. No I/O, no clock, no async, no threads; it knows nothing about
-//! tantivy, Postgres, candle or gRPC. Same input, same output, in the same order (ties are broken
-//! by a total order on keys), which is what lets a rebuilt index answer exactly like the live one.
+//! **Architecture invariant:** everything here is derived from `events` (and `artifacts`) and can
+//! be deleted and rebuilt from them; nothing here is ever the only copy. A rebuilt text index
+//! answers exactly like the live one (same hits, order and scores).
+//! **Architecture invariant:** every query is scoped to one namespace: a namespace's text index is
+//! its own directory, and every vector query filters on `namespace_id`.
+//! **Architecture invariant:** nothing here is called on the append path; indexing runs at query
+//! time (catch-up), in the background loop, or in the embedding worker.
 
-pub mod bm25;
-pub mod chunk;
-pub mod eval;
-pub mod fusion;
-pub mod mmr;
-pub mod predicate;
-pub mod role;
-pub mod semantic;
-pub mod text;
+mod collect;
+mod doc;
+mod engine;
+mod error;
+mod lines;
+mod query;
+mod schema;
+mod text;
+mod vectors;
+mod worker;
 
-pub use bm25::{Bm25, Bm25Params, bm25_scores};
-pub use chunk::{Chunk, ChunkOptions, chunk_text};
-pub use fusion::{FusedHit, Part, RankedList, RrfOptions, rrf};
-pub use mmr::mmr;
-pub use predicate::{Bm25Blocks, ScoredBlocks};
-pub use role::{Role, role_of_kind};
-pub use semantic::{cosine, semantic_scores};
-pub use text::{query_terms, tokenize};
+pub use engine::{SearchIndex, SearchIndexOptions};
+pub use error::IndexError;
+pub use lines::{EventLines, LineLookup, LineRange, LineRanges, UnknownLineRanges};
+pub use query::{Hit, RankedEvent, ScoreParts, SearchFilter, SearchRequest, SearchResults, TimeRange};
+pub use schema::SCHEMA_VERSION;
+pub use vectors::{ensure_model_index, vector_count};
+pub use worker::{EmbeddingWorker, WorkerOptions, WorkerProgress};

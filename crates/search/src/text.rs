@@ -1,74 +1,603 @@
-//! The analyzer: how text becomes index terms. The tantivy index (`memex-index`) registers the
-//! same chain — split on non-alphanumeric characters, drop tokens of 40 bytes or more, lowercase,
-//! English Snowball stemming — so a BM25 score computed here over a set of texts and a score from
-//! the index agree on what a term is.
+//! One namespace's tantivy index on local disk: open (or create, or wipe and recreate), add
+//! documents, commit, search, and the per-session watermarks read back from the index itself.
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
-/// Tokens at least this long (in bytes) are dropped: hashes, base64 and minified blobs would
-/// otherwise flood the term dictionary (tantivy's `RemoveLongFilter` uses the same rule).
-pub const MAX_TOKEN_BYTES: usize = 40;
+use tantivy::collector::TopDocs;
+use tantivy::columnar::Column;
+use tantivy::query::{BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, RangeQuery, TermQuery, TermSetQuery};
+use tantivy::schema::{IndexRecordOption, Value};
+use tantivy::{DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term};
+use uuid::Uuid;
 
-/// The terms of `text`, in order, with repeats.
-pub fn tokenize(text: &str) -> Vec<String> {
-    let stemmer = frostem::Stemmer::new(frostem::Algorithm::English);
-    let mut out = Vec::new();
-    for raw in text.split(|c: char| !c.is_alphanumeric()) {
-        if raw.is_empty() || raw.len() >= MAX_TOKEN_BYTES {
-            continue;
-        }
-        let lower =
-            if raw.is_ascii() { raw.to_ascii_lowercase() } else { raw.chars().flat_map(char::to_lowercase).collect() };
-        out.push(stemmer.stem(&lower).into_owned());
-    }
-    out
+use crate::collect::{StatsCache, search_segments};
+use crate::doc::DocSpec;
+use crate::schema::{ANALYZER, Fields, SCHEMA_VERSION, Tag, analyzer, schema, tag_text};
+use crate::{IndexError, LineRange, SearchFilter};
+
+const VERSION_FILE: &str = "memex-search.json";
+
+/// Memory the writer may buffer before flushing a segment (tantivy's minimum is 15 MB per thread).
+const WRITER_BUDGET: usize = 96 * 1024 * 1024;
+
+pub(crate) struct NamespaceIndex {
+    pub ns: Uuid,
+    reader: IndexReader,
+    pub fields: Fields,
+    writer: Arc<Mutex<IndexWriter>>,
+    /// Serialises catch-ups; holds the watermarks. Held across the database reads of a catch-up so
+    /// a concurrent query waits for it rather than answering from a stale index.
+    pub state: tokio::sync::Mutex<Watermarks>,
+    /// Sessions that queries are waiting to see caught up: whoever holds `state` next catches
+    /// them all up in one commit (a commit per query made a live agent loop index-bound).
+    pub pending: Mutex<std::collections::HashSet<Uuid>>,
+    /// Each live segment's id columns: opening them decodes column headers, a cost per segment
+    /// per query otherwise. Segments are immutable; entries of merged-away ones are dropped.
+    columns: Mutex<HashMap<tantivy::index::SegmentId, Arc<IdColumns>>>,
+    /// BM25 statistics of the current searcher generation.
+    stats: StatsCache,
 }
 
-/// English function words. A query keeps its content words only (unless it has nothing else):
-/// "when did Caroline go to the support group" searches for "caroline support group" — scoring
-/// "did" and "the" against millions of chunks costs time and adds noise that IDF only dampens.
-pub const STOPWORDS: &[&str] = &[
-    "a", "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "been", "before", "being",
-    "both", "but", "by", "can", "could", "did", "do", "does", "doing", "done", "during", "each", "for", "from", "had",
-    "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it",
-    "its", "just", "me", "might", "more", "most", "my", "no", "nor", "not", "of", "on", "or", "our", "ours", "she",
-    "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "then", "there", "these", "they",
-    "this", "those", "to", "too", "us", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who",
-    "whom", "why", "will", "with", "would", "you", "your", "yours",
-];
+/// Indexed seq per session (every event up to it has its documents committed), and their sum.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Watermarks {
+    pub by_session: HashMap<Uuid, u64>,
+    pub total: u64,
+}
 
-/// The terms a query searches for: its tokens without stopwords, deduplicated, in first-seen
-/// order; all of its tokens if every one is a stopword.
-pub fn query_terms(query: &str) -> Vec<String> {
-    // The stopwords' own terms (stemmed as a query's are), made once.
-    static STOP: std::sync::LazyLock<std::collections::HashSet<String>> =
-        std::sync::LazyLock::new(|| STOPWORDS.iter().flat_map(|w| tokenize(w)).collect());
-    let stop = &*STOP;
-    let all = tokenize(query);
-    let content: Vec<&String> = all.iter().filter(|t| !stop.contains(*t)).collect();
-    let chosen: Vec<&String> = if content.is_empty() { all.iter().collect() } else { content };
-    let mut seen = std::collections::HashSet::new();
-    chosen.into_iter().filter(|t| seen.insert((*t).clone())).cloned().collect()
+impl Watermarks {
+    pub fn of(&self, session: &Uuid) -> u64 {
+        self.by_session.get(session).copied().unwrap_or(0)
+    }
+
+    /// Sum over `sessions` (all when None).
+    pub fn sum(&self, sessions: Option<&[Uuid]>) -> u64 {
+        match sessions {
+            None => self.total,
+            Some(ids) => {
+                let mut seen = std::collections::HashSet::new();
+                ids.iter().filter(|id| seen.insert(**id)).map(|id| self.of(id)).sum()
+            }
+        }
+    }
+
+    pub fn set(&mut self, session: Uuid, seq: u64) {
+        let old = self.by_session.insert(session, seq).unwrap_or(0);
+        self.total = self.total - old + seq;
+    }
+}
+
+/// A chunk document that matched, with what ranking needs.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ChunkHit {
+    pub addr: DocAddress,
+    pub score: f32,
+    pub doc_key: u64,
+    pub event_id: Uuid,
+    /// The event's session and seq (fast fields), for neighbour smoothing.
+    pub session: Uuid,
+    pub seq: u64,
+}
+
+/// The stored fields a hit reports.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct StoredChunk {
+    pub source: String,
+    pub chunk: u32,
+    pub lines: LineRange,
+    pub chunk_first_line: u32,
+    pub chunk_last_line: u32,
+    pub text: String,
+}
+
+impl NamespaceIndex {
+    /// Opens the index in `dir`, or creates it empty. A directory of another schema version, or
+    /// one tantivy cannot open, is deleted first: the catch-up then rebuilds it from Postgres.
+    /// Returns whether the index was (re)created.
+    pub fn open(dir: &Path, ns: Uuid) -> Result<(NamespaceIndex, bool), IndexError> {
+        let version_ok = std::fs::read_to_string(dir.join(VERSION_FILE))
+            .ok()
+            .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+            .is_some_and(|v| v["schema_version"] == SCHEMA_VERSION && v["namespace"] == ns.to_string());
+        let existing = if version_ok { Index::open_in_dir(dir).ok() } else { None };
+        let (index, created) = match existing {
+            Some(index) if index.schema() == schema().0 => (index, false),
+            other => {
+                if other.is_some() || dir.exists() {
+                    tracing::warn!(dir = %dir.display(), "text index is missing, of another version or unreadable: rebuilding it from Postgres");
+                }
+                (Self::create(dir, ns)?, true)
+            }
+        };
+        Self::from_index(index, ns).map(|i| (i, created))
+    }
+
+    /// A fresh empty index in `dir` (whatever was there is deleted).
+    pub fn create(dir: &Path, ns: Uuid) -> Result<Index, IndexError> {
+        if dir.exists() {
+            std::fs::remove_dir_all(dir).map_err(|e| IndexError::io(dir, e))?;
+        }
+        std::fs::create_dir_all(dir).map_err(|e| IndexError::io(dir, e))?;
+        let index = Index::create_in_dir(dir, schema().0)?;
+        let version = serde_json::json!({"schema_version": SCHEMA_VERSION, "namespace": ns.to_string()});
+        let path = dir.join(VERSION_FILE);
+        std::fs::write(&path, version.to_string()).map_err(|e| IndexError::io(&path, e))?;
+        Ok(index)
+    }
+
+    fn from_index(index: Index, ns: Uuid) -> Result<NamespaceIndex, IndexError> {
+        index.tokenizers().register(ANALYZER, analyzer());
+        let (_, fields) = schema();
+        // Two indexing threads where there are two cores: a rebuild is CPU-bound in tantivy.
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(2));
+        let writer: IndexWriter = index.writer_with_num_threads(threads, WRITER_BUDGET)?;
+        let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
+        let ni = NamespaceIndex {
+            ns,
+            reader,
+            fields,
+            writer: Arc::new(Mutex::new(writer)),
+            state: tokio::sync::Mutex::new(Watermarks::default()),
+            pending: Mutex::new(std::collections::HashSet::new()),
+            columns: Mutex::new(HashMap::new()),
+            stats: StatsCache::default(),
+        };
+        let marks = ni.scan_watermarks()?;
+        *ni.state.try_lock().map_err(|e| IndexError::Task(e.to_string()))? = marks;
+        Ok(ni)
+    }
+
+    /// Reads every document's (session, seq) from the fast fields: the highest seq per session is
+    /// that session's watermark, because a catch-up commits all documents of the events it indexed
+    /// at once and every event has at least one document.
+    fn scan_watermarks(&self) -> Result<Watermarks, IndexError> {
+        let searcher = self.reader.searcher();
+        let mut marks = Watermarks::default();
+        for seg in searcher.segment_readers() {
+            let c = IdColumns::open(seg)?;
+            let mut max_by_session: HashMap<Uuid, u64> = HashMap::new();
+            for doc in 0..seg.max_doc() {
+                if let (Some(session), Some(seq)) = (c.session(doc), c.seq.first(doc)) {
+                    let m = max_by_session.entry(session).or_default();
+                    *m = (*m).max(seq);
+                }
+            }
+            for (id, seq) in max_by_session {
+                if seq > marks.of(&id) {
+                    marks.set(id, seq);
+                }
+            }
+        }
+        Ok(marks)
+    }
+
+    pub fn num_docs(&self) -> u64 {
+        self.reader.searcher().num_docs()
+    }
+
+    /// Hands documents to the writer (on the blocking pool); they become visible at `commit`.
+    pub async fn add(&self, docs: Vec<DocSpec>) -> Result<(), IndexError> {
+        if docs.is_empty() {
+            return Ok(());
+        }
+        let writer = self.writer.clone();
+        let fields = self.fields;
+        let ns = self.ns.to_string();
+        tokio::task::spawn_blocking(move || -> Result<(), IndexError> {
+            let w = writer.lock().map_err(|e| IndexError::Task(e.to_string()))?;
+            for d in docs {
+                w.add_document(to_document(&fields, &ns, d))?;
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|e| IndexError::Task(e.to_string()))?
+    }
+
+    /// Commits everything added and makes it visible to searches.
+    pub async fn commit(&self) -> Result<(), IndexError> {
+        let writer = self.writer.clone();
+        tokio::task::spawn_blocking(move || -> Result<(), IndexError> {
+            writer.lock().map_err(|e| IndexError::Task(e.to_string()))?.commit()?;
+            Ok(())
+        })
+        .await
+        .map_err(|e| IndexError::Task(e.to_string()))??;
+        self.reader.reload()?;
+        Ok(())
+    }
+
+    /// Drops everything added since the last commit (after a failed catch-up, so the index never
+    /// holds part of what the watermarks do not record).
+    pub async fn rollback(&self) {
+        let writer = self.writer.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            if let Ok(mut w) = writer.lock() {
+                let _ = w.rollback();
+            }
+        })
+        .await;
+    }
+
+    /// The best chunks for `terms` (analysed query terms) under `filter`, best first, at least
+    /// every chunk scoring as high as the `limit`-th (so ties at the cut are all present), ordered
+    /// by score, then `doc_key`: the same order in any index holding the same documents.
+    pub fn search(
+        &self,
+        terms: &[String],
+        filter: &SearchFilter,
+        limit: usize,
+        context_boost: f32,
+        searcher: &Searcher,
+    ) -> Result<Vec<ChunkHit>, IndexError> {
+        if terms.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let query = self.query(terms, filter, context_boost);
+        // Every match is in one of a few sessions: segments without them are skipped.
+        let sessions = self.few_sessions(filter);
+        let stats = self.stats.of(searcher);
+        let mut n = limit;
+        let top = loop {
+            let top = search_segments(
+                searcher,
+                &stats,
+                &query,
+                &TopDocs::with_limit(n).order_by_score(),
+                sessions.as_deref(),
+            )?;
+            let cut = top.get(limit - 1).map(|t| stable_score(t.0));
+            let complete = top.len() < n || n >= 1 << 20 || top.last().map(|t| stable_score(t.0)) < cut;
+            if complete {
+                break top;
+            }
+            n *= 4;
+        };
+        let mut hits = Vec::with_capacity(top.len());
+        let mut cols: HashMap<u32, Arc<IdColumns>> = HashMap::new();
+        for (score, addr) in top {
+            let c = match cols.entry(addr.segment_ord) {
+                std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::hash_map::Entry::Vacant(v) => v.insert(self.id_columns(searcher, addr.segment_ord)?),
+            };
+            let Some(event_id) = c.event(addr.doc_id) else { continue };
+            let doc_key = c.doc_key.first(addr.doc_id).unwrap_or(0);
+            let seq = c.seq.first(addr.doc_id).unwrap_or(0);
+            let session = c.session(addr.doc_id).unwrap_or_default();
+            hits.push(ChunkHit { addr, score: stable_score(score), doc_key, event_id, session, seq });
+        }
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.doc_key.cmp(&b.doc_key)));
+        Ok(hits)
+    }
+
+    pub(crate) fn query(&self, terms: &[String], filter: &SearchFilter, context_boost: f32) -> BooleanQuery {
+        let f = &self.fields;
+        let mut distinct: Vec<&String> = terms.iter().collect();
+        distinct.sort();
+        distinct.dedup();
+        // A few sessions' documents are far fewer than a common term's: each term is then
+        // intersected with them (scoring 0, so scores are unchanged), and the union scores only
+        // the sessions' documents instead of every document of the term near them.
+        let sessions = self.few_sessions(filter);
+        let within = |q: Box<dyn Query>| -> Box<dyn Query> {
+            let Some(sessions) = &sessions else { return q };
+            let only = any_of(sessions, 0.0);
+            Box::new(BooleanQuery::new(vec![(Occur::Must, q), (Occur::Must, only)]))
+        };
+        let mut text: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        for t in distinct {
+            let q = TermQuery::new(Term::from_field_text(f.text, t), IndexRecordOption::WithFreqs);
+            text.push((Occur::Should, within(Box::new(q))));
+            if context_boost > 0.0 {
+                let q = TermQuery::new(Term::from_field_text(f.context, t), IndexRecordOption::WithFreqs);
+                text.push((Occur::Should, within(Box::new(BoostQuery::new(Box::new(q), context_boost)))));
+            }
+        }
+        let text = BooleanQuery::new(text);
+        let unfiltered = filter.session_ids.is_empty()
+            && filter.task_ids.is_empty()
+            && filter.agent_ids.is_empty()
+            && filter.kinds.is_empty()
+            && filter.roles.is_empty()
+            && filter.time.from.is_none()
+            && filter.time.to.is_none();
+        if unfiltered {
+            // A bare union of term queries: tantivy then prunes with block-WAND instead of scoring
+            // every document that contains a query term (≈10x faster on common terms at 1M chunks).
+            return text;
+        }
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, Box::new(text))];
+        let mut set = |tag, values: &[String]| {
+            if values.is_empty() {
+                return;
+            }
+            let terms: Vec<Term> = values.iter().map(|v| f.tag(tag, v)).collect();
+            // A TermSetQuery builds an FST of its terms for every segment it runs on: more than a
+            // whole pack's query costs when the set is a session or two. A union of term queries
+            // answers small sets without building anything; constant 1.0, the score a TermSetQuery
+            // adds, so ranks and scores are the same either way.
+            let q: Box<dyn Query> =
+                if terms.len() <= SMALL_TERM_SET { any_of(&terms, 1.0) } else { Box::new(TermSetQuery::new(terms)) };
+            clauses.push((Occur::Must, q));
+        };
+        let session_ids: Vec<String> = filter.session_ids.iter().map(Uuid::to_string).collect();
+        set(Tag::Session, &session_ids);
+        set(Tag::Task, &filter.task_ids);
+        set(Tag::Agent, &filter.agent_ids);
+        set(Tag::Kind, &filter.kinds);
+        set(Tag::Role, &filter.roles.iter().map(|r| r.as_str().to_owned()).collect::<Vec<_>>());
+        if filter.time.from.is_some() || filter.time.to.is_some() {
+            let bound = |t: Option<chrono::DateTime<chrono::Utc>>| match t {
+                Some(t) => Bound::Included(Term::from_field_i64(f.time, t.timestamp_micros())),
+                None => Bound::Unbounded,
+            };
+            clauses.push((Occur::Must, Box::new(RangeQuery::new(bound(filter.time.from), bound(filter.time.to)))));
+        }
+        BooleanQuery::new(clauses)
+    }
+
+    /// The session terms of `filter` when it names a few sessions (at most `SMALL_TERM_SET`):
+    /// then every term is intersected with them, and only segments holding them are searched.
+    fn few_sessions(&self, filter: &SearchFilter) -> Option<Vec<Term>> {
+        let n = filter.session_ids.len();
+        (n > 0 && n <= SMALL_TERM_SET)
+            .then(|| filter.session_ids.iter().map(|s| self.fields.tag(Tag::Session, &s.to_string())).collect())
+    }
+
+    /// The id columns of a segment of `searcher`, from the cache when it has them.
+    fn id_columns(&self, searcher: &Searcher, segment_ord: u32) -> Result<Arc<IdColumns>, IndexError> {
+        let seg = searcher.segment_reader(segment_ord);
+        let poisoned = || IndexError::Task("id column cache lock poisoned".into());
+        if let Some(c) = self.columns.lock().map_err(|_| poisoned())?.get(&seg.segment_id()) {
+            return Ok(c.clone());
+        }
+        let c = Arc::new(IdColumns::open(seg)?);
+        let mut cache = self.columns.lock().map_err(|_| poisoned())?;
+        if cache.len() >= 2 * searcher.segment_readers().len().max(8) {
+            // Merges leave entries of segments no searcher reads any more: keep the live ones.
+            let live: std::collections::HashSet<tantivy::index::SegmentId> =
+                searcher.segment_readers().iter().map(|s| s.segment_id()).collect();
+            cache.retain(|id, _| live.contains(id));
+        }
+        cache.insert(seg.segment_id(), c.clone());
+        Ok(c)
+    }
+
+    /// A point-in-time view of the index. A `DocAddress` is only meaningful in the searcher that
+    /// produced it (a reload renumbers segments), so one query uses one searcher throughout.
+    pub fn searcher(&self) -> Searcher {
+        self.reader.searcher()
+    }
+
+    /// The stored fields of a chunk matched in `searcher`.
+    pub fn stored(&self, searcher: &Searcher, addr: DocAddress) -> Result<StoredChunk, IndexError> {
+        let doc: TantivyDocument = searcher.doc(addr)?;
+        let f = &self.fields;
+        let text = |field| doc.get_first(field).and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+        let num = |field| doc.get_first(field).and_then(|v| v.as_u64()).unwrap_or(0);
+        Ok(StoredChunk {
+            source: text(f.source),
+            chunk: num(f.chunk) as u32,
+            lines: LineRange { first_line: num(f.first_line), last_line: num(f.last_line) },
+            chunk_first_line: num(f.chunk_first_line) as u32,
+            chunk_last_line: num(f.chunk_last_line) as u32,
+            text: text(f.text),
+        })
+    }
+}
+
+/// A BM25 score rounded to 14 significant bits. Tantivy sums a document's term scores in an order
+/// that depends on the segment layout (block-WAND), and an index rebuilt from the same events
+/// (whose indexing threads split documents into segments differently) can differ from the live
+/// one in the last bits: seen as one hit ranked 5th in one index and 12th in the other. Rounded,
+/// the scores agree (unless a last-bit difference straddles a rounding step, 2^-9 as likely) and
+/// ties fall to `doc_key`. Scores are positive and finite: the rounding carries into the exponent.
+fn stable_score(s: f32) -> f32 {
+    f32::from_bits((s.to_bits() + 0x100) & !0x1FF)
+}
+
+/// Documents with any of `terms`, every one scoring `score`.
+fn any_of(terms: &[Term], score: f32) -> Box<dyn Query> {
+    let any = terms
+        .iter()
+        .map(|t| (Occur::Should, Box::new(TermQuery::new(t.clone(), IndexRecordOption::Basic)) as Box<dyn Query>));
+    Box::new(ConstScoreQuery::new(Box::new(BooleanQuery::new(any.collect())), score))
+}
+
+/// Filter sets up to this size are a union of term queries, larger ones a `TermSetQuery`.
+const SMALL_TERM_SET: usize = 16;
+
+/// A segment's fast-field columns that identify a document's event.
+struct IdColumns {
+    event_hi: Column<u64>,
+    event_lo: Column<u64>,
+    session_hi: Column<u64>,
+    session_lo: Column<u64>,
+    seq: Column<u64>,
+    doc_key: Column<u64>,
+}
+
+impl IdColumns {
+    fn open(seg: &tantivy::SegmentReader) -> Result<IdColumns, IndexError> {
+        let ff = seg.fast_fields();
+        Ok(IdColumns {
+            event_hi: ff.u64("event_hi")?,
+            event_lo: ff.u64("event_lo")?,
+            session_hi: ff.u64("session_hi")?,
+            session_lo: ff.u64("session_lo")?,
+            seq: ff.u64("seq")?,
+            doc_key: ff.u64("doc_key")?,
+        })
+    }
+
+    fn event(&self, doc: u32) -> Option<Uuid> {
+        Some(Uuid::from_u64_pair(self.event_hi.first(doc)?, self.event_lo.first(doc)?))
+    }
+
+    fn session(&self, doc: u32) -> Option<Uuid> {
+        Some(Uuid::from_u64_pair(self.session_hi.first(doc)?, self.session_lo.first(doc)?))
+    }
+}
+
+fn to_document(f: &Fields, ns: &str, d: DocSpec) -> TantivyDocument {
+    let mut doc = TantivyDocument::default();
+    doc.add_text(f.event_id, d.event_id.to_string());
+    doc.add_text(f.namespace, ns);
+    doc.add_text(f.tags, tag_text(Tag::Session, &d.session.to_string()));
+    let (event_hi, event_lo) = d.event_id.as_u64_pair();
+    let (session_hi, session_lo) = d.session.as_u64_pair();
+    doc.add_u64(f.event_hi, event_hi);
+    doc.add_u64(f.event_lo, event_lo);
+    doc.add_u64(f.session_hi, session_hi);
+    doc.add_u64(f.session_lo, session_lo);
+    doc.add_u64(f.seq, d.seq);
+    doc.add_text(f.source, d.source);
+    doc.add_u64(f.chunk, u64::from(d.chunk));
+    if let Some(t) = &d.task {
+        doc.add_text(f.tags, tag_text(Tag::Task, t));
+    }
+    doc.add_text(f.tags, tag_text(Tag::Agent, &d.agent));
+    doc.add_text(f.tags, tag_text(Tag::Kind, &d.kind));
+    doc.add_text(f.tags, tag_text(Tag::Role, d.role));
+    if let Some(t) = &d.tool {
+        doc.add_text(f.tool, t);
+    }
+    doc.add_i64(f.time, d.time_micros);
+    doc.add_u64(f.first_line, d.lines.first_line);
+    doc.add_u64(f.last_line, d.lines.last_line);
+    doc.add_u64(f.chunk_first_line, u64::from(d.chunk_first_line));
+    doc.add_u64(f.chunk_last_line, u64::from(d.chunk_last_line));
+    doc.add_u64(f.doc_key, d.doc_key);
+    doc.add_text(f.text, &d.text);
+    if !d.context.is_empty() {
+        doc.add_text(f.context, &d.context);
+    }
+    doc
+}
+
+/// `index.dir/<namespace id>`.
+pub(crate) fn namespace_dir(root: &Path, ns: Uuid) -> PathBuf {
+    root.join(ns.to_string())
 }
 
 #[cfg(test)]
-mod tests {
+#[allow(clippy::unwrap_used)]
+pub(crate) mod tests {
+    use chrono::Utc;
+    use memex_rank::ChunkOptions;
+    use memex_store::Event;
+
     use super::*;
 
-    #[test]
-    fn splits_lowercases_and_stems() {
-        assert_eq!(tokenize("Running tests: FAILED (3 failures)"), vec!["run", "test", "fail", "3", "failur"]);
-        assert_eq!(tokenize("src/lib.rs:42"), vec!["src", "lib", "rs", "42"]);
-        assert!(tokenize(&"a".repeat(40)).is_empty());
-        assert_eq!(tokenize("Ünïcödé"), vec!["ünïcödé"]);
+    fn event(seq: u64, content: &str) -> Event {
+        event_in(7, seq, content)
+    }
+
+    /// A note event of session `session` (as a u128), for index tests.
+    pub(crate) fn event_in(session: u128, seq: u64, content: &str) -> Event {
+        Event {
+            id: Uuid::now_v7(),
+            session_id: Uuid::from_u128(session),
+            seq,
+            kind: "note".into(),
+            content: content.into(),
+            artifact: None,
+            agent_id: "a".into(),
+            task_id: None,
+            tool_name: None,
+            tool_call_id: None,
+            event_time: Utc::now(),
+            ingest_time: Utc::now(),
+            metadata: None,
+            task_state_version: None,
+        }
+    }
+
+    /// A merge renumbers segments; addresses from a query stay valid in that query's searcher.
+    #[tokio::test]
+    async fn hits_are_read_from_the_searcher_that_matched_them_even_after_a_merge() {
+        let dir = std::env::temp_dir().join(format!("memex-text-merge-{}", Uuid::now_v7().simple()));
+        let (idx, _) = NamespaceIndex::open(&dir, Uuid::from_u128(1)).unwrap();
+        let texts = ["alpha common", "beta common", "gamma common", "delta common"];
+        for (i, t) in texts.iter().enumerate() {
+            let docs =
+                crate::doc::event_docs(&event(i as u64 + 1, t), None, LineRange::UNKNOWN, ChunkOptions::default(), "");
+            idx.add(docs).await.unwrap();
+            idx.commit().await.unwrap(); // one segment per commit
+        }
+        let searcher = idx.searcher();
+        assert_eq!(searcher.segment_readers().len(), texts.len());
+        let hits = idx.search(&["common".to_owned()], &SearchFilter::default(), 10, 0.0, &searcher).unwrap();
+        assert_eq!(hits.len(), texts.len());
+
+        // Merge everything into one segment and reload: the addresses of `hits` mean nothing in
+        // the new searcher (their segment ords are gone).
+        let ids = idx.reader.searcher().segment_readers().iter().map(|s| s.segment_id()).collect::<Vec<_>>();
+        idx.writer.lock().unwrap().merge(&ids).wait().unwrap();
+        idx.reader.reload().unwrap();
+        assert_eq!(idx.searcher().segment_readers().len(), 1);
+
+        let mut read: Vec<String> = hits.iter().map(|h| idx.stored(&searcher, h.addr).unwrap().text).collect();
+        read.sort();
+        let mut want: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
+        want.sort();
+        assert_eq!(read, want);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// Small session filters take a union of term queries, large ones a TermSetQuery: the same
+    /// documents with the same scores either way, and the ids read back from the fast fields.
+    #[tokio::test]
+    async fn small_and_large_session_filters_agree() {
+        let dir = std::env::temp_dir().join(format!("memex-text-filter-{}", Uuid::now_v7().simple()));
+        let (idx, _) = NamespaceIndex::open(&dir, Uuid::from_u128(1)).unwrap();
+        let texts = [
+            "alpha common",
+            "beta common common",
+            "gamma delta",
+            "common delta words here",
+            "common common alpha delta",
+            "alpha",
+        ];
+        let mut events = Vec::new();
+        for (i, t) in texts.iter().enumerate() {
+            let mut e = event(i as u64 + 1, t);
+            e.session_id = Uuid::from_u128(10 + (i as u128 % 2));
+            idx.add(crate::doc::event_docs(&e, None, LineRange::UNKNOWN, ChunkOptions::default(), "")).await.unwrap();
+            events.push(e);
+        }
+        idx.commit().await.unwrap();
+        let searcher = idx.searcher();
+        let terms = vec!["common".to_owned(), "delta".to_owned(), "alpha".to_owned()];
+        let small = SearchFilter { session_ids: vec![Uuid::from_u128(10)], ..SearchFilter::default() };
+        let mut large = small.clone();
+        large.session_ids.extend((100..100 + SMALL_TERM_SET as u128).map(Uuid::from_u128));
+        let view = |h: &[ChunkHit]| h.iter().map(|c| (c.event_id, c.session, c.seq, c.score)).collect::<Vec<_>>();
+        for context_boost in [0.0, 0.5] {
+            // Small filters intersect each term with the sessions; large ones filter the union.
+            let a = idx.search(&terms, &small, 10, context_boost, &searcher).unwrap();
+            let b = idx.search(&terms, &large, 10, context_boost, &searcher).unwrap();
+            assert_eq!(view(&a), view(&b));
+            // Session 10 holds events 1, 3 and 5, and each says one of the terms.
+            let mut found: Vec<u64> = a.iter().map(|h| h.seq).collect();
+            found.sort_unstable();
+            assert_eq!(found, vec![1, 3, 5]);
+            assert!(a.iter().all(|h| h.session == Uuid::from_u128(10)));
+            // Event 5 says all three terms, "common" twice: it ranks first.
+            assert_eq!(a[0].event_id, events[4].id);
+        }
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]
-    fn queries_keep_their_content_words() {
-        assert_eq!(
-            query_terms("When did Caroline go to the support group?"),
-            vec!["carolin", "go", "support", "group"]
-        );
-        assert_eq!(query_terms("what is it"), vec!["what", "is", "it"]);
-        assert_eq!(query_terms("test tests testing"), vec!["test"]);
-        assert!(query_terms("").is_empty());
+    fn stable_scores_round_away_last_bit_differences() {
+        let a = 12.345_678_f32;
+        let b = f32::from_bits(a.to_bits() + 1);
+        assert_eq!(stable_score(a), stable_score(b));
+        assert!((stable_score(a) - a).abs() <= a * 1e-3);
+        assert!(stable_score(2.0) > stable_score(1.999));
+        assert_eq!(stable_score(1.0), 1.0);
     }
 }

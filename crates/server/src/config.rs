@@ -85,7 +85,7 @@ pub struct IngestConfig {
     pub group_commit_max_events: usize,
 }
 
-/// The search layer (`memex-index`): this replica's text indexes and the fusion defaults.
+/// The search layer (`memex-search`): this replica's text indexes and the fusion defaults.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SearchConfig {

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use memex_context::{CandidateSource, ContextError, FullView, IndexStatus, SearchHit, SearchQuery};
-use memex_index::SearchIndex;
 use memex_pointer::{LineRange, ViewBlock};
+use memex_search::SearchIndex;
 use uuid::Uuid;
 
 use crate::views::Views;
@@ -134,7 +134,7 @@ impl CandidateSource for IndexSource {
             if q.text.trim().is_empty() {
                 return Ok(Vec::new());
             }
-            let mut req = memex_index::SearchRequest::new(q.text.clone(), q.limit.max(1));
+            let mut req = memex_search::SearchRequest::new(q.text.clone(), q.limit.max(1));
             req.filter.session_ids = q.sessions.clone();
             req.heads_total = q.heads_total;
             // A pack query (user message + task goals) is long; the vector list needs a model.

@@ -49,7 +49,7 @@ pub enum ServerError {
     #[error("embedding model: {0}")]
     Embed(#[from] memex_embed::EmbedError),
     #[error("search index: {0}")]
-    Index(#[from] memex_index::IndexError),
+    Index(#[from] memex_search::IndexError),
 }
 
 /// Connects the store described by `config.database`.

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use memex_embed::{EmbedError, Embedder, MiniLm, MiniLmOptions, OpenAiEmbedder, OpenAiOptions};
-use memex_index::{EmbeddingWorker, LineRanges, SearchIndex, SearchIndexOptions, WorkerOptions};
-use memex_search::ChunkOptions;
+use memex_rank::ChunkOptions;
+use memex_search::{EmbeddingWorker, LineRanges, SearchIndex, SearchIndexOptions, WorkerOptions};
 use memex_store::Store;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;

@@ -17,7 +17,7 @@ pub struct AppState {
     pub metrics: Metrics,
     pub views: Views,
     /// The search layer; None when `search.enabled = false`.
-    pub search: Option<std::sync::Arc<memex_index::SearchIndex>>,
+    pub search: Option<std::sync::Arc<memex_search::SearchIndex>>,
     pub search_defaults: crate::config::SearchConfig,
     /// The TRACE context engine (task state, compaction, packs, delegation).
     pub context: memex_context::ContextEngine,

@@ -2,7 +2,7 @@
 //! internal failures are logged here, where they are handled, and answered without details.
 use memex_context::ContextError;
 use memex_event::FieldError;
-use memex_index::IndexError;
+use memex_search::IndexError;
 use memex_store::StoreError;
 use tonic::Status;
 

@@ -271,19 +271,19 @@ impl Views {
 /// query time from the cached compile of its current version, so a range is never stale.
 pub struct ViewLineRanges(pub Views);
 
-impl memex_index::LineRanges for ViewLineRanges {
+impl memex_search::LineRanges for ViewLineRanges {
     fn line_ranges<'a>(
         &'a self,
         namespace_id: Uuid,
         session_id: Uuid,
-        events: &'a [memex_index::EventLines],
-        when: memex_index::LineLookup,
-    ) -> futures::future::BoxFuture<'a, Result<Vec<memex_index::LineRange>, memex_index::IndexError>> {
-        use memex_index::LineRange;
+        events: &'a [memex_search::EventLines],
+        when: memex_search::LineLookup,
+    ) -> futures::future::BoxFuture<'a, Result<Vec<memex_search::LineRange>, memex_search::IndexError>> {
+        use memex_search::LineRange;
         Box::pin(async move {
             let unknown = vec![LineRange::UNKNOWN; events.len()];
             let lookup = async {
-                if when == memex_index::LineLookup::Indexing && !self.0.is_imported(namespace_id, session_id).await? {
+                if when == memex_search::LineLookup::Indexing && !self.0.is_imported(namespace_id, session_id).await? {
                     return Ok(None);
                 }
                 let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();

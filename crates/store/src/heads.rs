@@ -1,4 +1,4 @@
-//! Session heads: how far each session's log reaches. Derived indexes (`memex-index`) compare
+//! Session heads: how far each session's log reaches. Derived indexes (`memex-search`) compare
 //! these with what they have indexed to catch up — the per-session seq is gapless and
 //! commit-ordered, so "indexed up to seq n" is an exact watermark.
 use uuid::Uuid;

@@ -1,11 +1,11 @@
 //! `memex.v1.SearchService`: validates and converts the request, scopes it to the caller's
-//! namespace, and hands it to `memex-index`.
+//! namespace, and hands it to `memex-search`.
 use std::sync::Arc;
 
-use memex_index::{Hit, SearchFilter, SearchRequest, TimeRange};
 use memex_proto::v1 as pb;
 use memex_proto::v1::search_service_server::SearchService;
-use memex_search::Role;
+use memex_rank::Role;
+use memex_search::{Hit, SearchFilter, SearchRequest, TimeRange};
 use memex_store::Access;
 use tonic::{Request, Response, Status};
 

@@ -7,7 +7,7 @@ use futures::Stream;
 use memex_event::{BatchLimits, EventInput, prepare_batch};
 use memex_proto::v1 as pb;
 use memex_proto::v1::view_service_server::ViewService;
-use memex_search::{Bm25Blocks, ScoredBlocks};
+use memex_rank::{Bm25Blocks, ScoredBlocks};
 use memex_store::{Access, ImportRequest, NewSession};
 use memex_vcc::{
     Chain, CompileError, CompileOptions, InputFormat, LineKind, LineRange, Predicate, PredicateSpec, RoleFilter,
@@ -491,7 +491,7 @@ async fn semantic_scores(
             "predicate.ranker: RANKER_SEMANTIC needs an embedding provider ([embedding] provider)",
         ));
     }
-    let mut req = memex_index::SearchRequest::new(query, top_k);
+    let mut req = memex_search::SearchRequest::new(query, top_k);
     req.filter.session_ids = vec![compiled.session.id];
     req.bm25_weight = 0.0;
     req.vector_weight = 1.0;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use memex_event::EventInput;
-use memex_index::{SearchFilter, SearchRequest};
+use memex_search::{SearchFilter, SearchRequest};
 use serde_json::json;
 use uuid::Uuid;
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use memex_event::{ArtifactPolicy, BatchLimits, EventInput, batch_fingerprint, prepare_batch};
-use memex_index::{EmbeddingWorker, SearchIndex, UnknownLineRanges, WorkerOptions};
+use memex_search::{EmbeddingWorker, SearchIndex, UnknownLineRanges, WorkerOptions};
 use memex_server::Config;
 use memex_store::{AppendOutcome, AppendRequest, Namespace, NewSession, Store};
 use uuid::Uuid;

@@ -160,7 +160,7 @@ fn rewrite_tu(arg: OsString) -> OsString {
 fn build_predicate(cli: &ViewCli) -> Result<Option<Box<dyn Predicate>>, String> {
     if let Some(query) = &cli.bm25 {
         let p: Box<dyn Predicate> = Box::new(
-            memex_search::Bm25Blocks::new(query, cli.top_k)
+            memex_rank::Bm25Blocks::new(query, cli.top_k)
                 .ok_or("--bm25: the query has no searchable term, or --top-k is 0")?,
         );
         if cli.roles.is_empty() {

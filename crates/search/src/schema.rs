@@ -12,10 +12,10 @@ pub const SCHEMA_VERSION: u32 = 3;
 pub const ANALYZER: &str = "memex";
 
 /// Split on non-alphanumerics, drop tokens of 40+ bytes, lowercase, English stemming: the chain
-/// `memex_search::tokenize` implements, so predicates and the index agree on terms.
+/// `memex_rank::tokenize` implements, so predicates and the index agree on terms.
 pub fn analyzer() -> TextAnalyzer {
     TextAnalyzer::builder(SimpleTokenizer::default())
-        .filter(RemoveLongFilter::limit(memex_search::text::MAX_TOKEN_BYTES))
+        .filter(RemoveLongFilter::limit(memex_rank::text::MAX_TOKEN_BYTES))
         .filter(LowerCaser)
         .filter(Stemmer::default())
         .build()

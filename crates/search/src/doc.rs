@@ -1,6 +1,6 @@
 //! From a stored event to the documents that index it. Pure: the same event always gives the same
 //! documents, which is what makes a rebuilt index equal to the live one.
-use memex_search::{ChunkOptions, chunk_text, role_of_kind};
+use memex_rank::{ChunkOptions, chunk_text, role_of_kind};
 use memex_store::Event;
 
 use crate::LineRange;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use memex_embed::Embedder;
 use memex_event::FieldError;
-use memex_search::{ChunkOptions, RankedList, RrfOptions, mmr, query_terms, role_of_kind, rrf};
+use memex_rank::{ChunkOptions, RankedList, RrfOptions, mmr, query_terms, role_of_kind, rrf};
 use memex_store::{Event, SeqRange, Store};
 use uuid::Uuid;
 
@@ -373,7 +373,7 @@ impl SearchIndex {
                 let vecs = vectors::vectors_of(self.store.pool(), ns, embedder.info(), &ids).await?;
                 let rel: Vec<f32> = fused[..pool_size].iter().map(|h| h.score).collect();
                 mmr(&rel, req.limit, lambda, |a, b| match (vecs.get(&ids[a]), vecs.get(&ids[b])) {
-                    (Some(x), Some(y)) => memex_search::cosine(x, y),
+                    (Some(x), Some(y)) => memex_rank::cosine(x, y),
                     _ => 0.0,
                 })
             }

@@ -1,7 +1,7 @@
 //! What a search asks and what it answers, in domain terms (the gRPC messages are converted to and
 //! from these in the server).
 use chrono::{DateTime, Utc};
-use memex_search::Role;
+use memex_rank::Role;
 use uuid::Uuid;
 
 use crate::LineRange;

@@ -136,7 +136,7 @@ pub(crate) fn search_segments<C: Collector>(
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use memex_search::ChunkOptions;
+    use memex_rank::ChunkOptions;
     use tantivy::collector::TopDocs;
     use uuid::Uuid;
 
