@@ -7,9 +7,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use memex_embed::{EmbedError, Embedder, MiniLm, ModelInfo};
 use memex_proto::v1 as pb;
-use memex_search::{
-    EmbeddingWorker, SearchIndex, SearchIndexOptions, SearchRequest, UnknownLineRanges, WorkerOptions, vector_count,
-};
+use memex_search::{EmbeddingWorker, SearchIndex, SearchIndexOptions, SearchRequest, WorkerOptions, vector_count};
 use memex_store::Store;
 use memex_tests::{TestServer, server_or_skip};
 use uuid::Uuid;
@@ -19,7 +17,7 @@ use crate::{call, ev, fixture, result};
 fn index(store: &Store, dir: &std::path::Path, embedder: Option<Arc<dyn Embedder>>) -> SearchIndex {
     let mut opts = SearchIndexOptions::new(dir);
     opts.chunk.max_bytes = 256; // many chunks per event, to exercise grouping
-    SearchIndex::new(store.clone(), opts, embedder, Arc::new(UnknownLineRanges))
+    SearchIndex::new(store.clone(), opts, embedder, Arc::new(memex_pointer::NoFullView))
 }
 
 fn tmp(name: &str) -> std::path::PathBuf {

@@ -1,4 +1,5 @@
 use memex_event::FieldError;
+use memex_pointer::FullViewError;
 use memex_store::StoreError;
 use uuid::Uuid;
 
@@ -14,13 +15,13 @@ pub enum ContextError {
     /// Something the request names does not exist (`NOT_FOUND` naming the field and the id).
     #[error("{field}: {message}")]
     NotFound { field: String, message: String },
-    /// Events that compaction would evict are not in the search index yet (retry shortly).
-    #[error("{count} event(s) to evict are not indexed yet (first: {first}); retry when the index has caught up")]
-    NotIndexed { count: usize, first: Uuid },
     /// The window kept changing under concurrent compactions.
     #[error("session {0}: the window changed during compaction too many times; retry")]
     WindowContention(Uuid),
-    /// A seam (search, full view) failed.
+    /// The full view could not place events (its kind says whether to retry).
+    #[error(transparent)]
+    FullView(#[from] FullViewError),
+    /// A seam (the search index, the pack writer) failed.
     #[error("{seam}: {message}")]
     Seam { seam: &'static str, message: String },
     /// Stored JSON that does not parse: a bug or a schema change, never the caller's fault.

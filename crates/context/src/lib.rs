@@ -18,8 +18,8 @@
 //! packing and victim choice live in `memex-pack` and `memex-compaction`; this crate loads their
 //! inputs and stores their outputs.
 //! **Architecture invariant:** other layers plug in through the seams in [`seams`] only
-//! ([`FullView`] for VCC coordinates, [`CandidateSource`] for search, [`IndexStatus`] for the
-//! index watermark); nothing here fakes what a missing seam would answer.
+//! (`memex_pointer::FullView` for VCC coordinates, [`CandidateSource`] for search, [`IndexCatchUp`]
+//! for the index watermark); nothing here fakes what a missing seam would answer.
 
 mod error;
 mod events;
@@ -37,6 +37,7 @@ mod writer;
 use std::sync::Arc;
 
 use memex_pack::{Budgets, PackParams};
+use memex_pointer::{FullView, NoFullView};
 use memex_store::Store;
 use memex_task::TaskStateLimits;
 use memex_tokens::Tokenizer;
@@ -46,7 +47,7 @@ pub use error::ContextError;
 pub use memex_compaction::PointerManifest;
 pub use pack::{BuildPack, BuiltPack};
 pub use planning::{Delegate, DelegateOutcome, NewReport, REPORT_STATUSES};
-pub use seams::{CandidateSource, FullView, IndexStatus, NoFullView, SearchHit, SearchQuery};
+pub use seams::{CandidateSource, IndexCatchUp, SearchHit, SearchQuery};
 pub use stats::{PHASES, pack_phase_totals};
 pub use task::TaskStateUpdate;
 pub use tokens::CachedCounter;
@@ -112,7 +113,7 @@ pub struct ContextEngine {
     cfg: Arc<ContextConfig>,
     full_view: Arc<dyn FullView>,
     sources: Arc<Vec<Arc<dyn CandidateSource>>>,
-    index: Option<Arc<dyn IndexStatus>>,
+    index: Option<Arc<dyn IndexCatchUp>>,
     counts: std::sync::Arc<tokens::CountMemo>,
     /// (namespace, task, version) → premises; versions are immutable.
     premises: moka::sync::Cache<(Uuid, String, u64), Arc<Vec<String>>>,
@@ -190,8 +191,8 @@ impl ContextEngine {
         self
     }
 
-    /// Plugs in the search index's watermark for compaction's "indexed" check.
-    pub fn with_index_status(mut self, index: Arc<dyn IndexStatus>) -> ContextEngine {
+    /// Plugs in the search index's catch-up for compaction's "indexed" check.
+    pub fn with_index_catch_up(mut self, index: Arc<dyn IndexCatchUp>) -> ContextEngine {
         self.index = Some(index);
         self
     }

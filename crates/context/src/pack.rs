@@ -4,10 +4,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use memex_event::{ArtifactId, EventKind, FieldError};
+use memex_event::{ArtifactId, EventKind, FieldError, NamespaceId, Seq, SessionId};
 use memex_pack::{
-    Budgets, Candidate, PackError, PackRequest, Relation, RetrievalPack, Role, ScanDoc, ScanParams, Sources, TailEntry,
-    TaskContext, WordCounts, bm25_scan, build_pack, query_terms, scan_terms,
+    AgentRole, Budgets, Candidate, PackError, PackRequest, Relation, RetrievalPack, ScanDoc, ScanParams, Sources,
+    TailEntry, TaskContext, WordCounts, bm25_scan, build_pack, query_terms, scan_terms,
 };
 use memex_pointer::{ContextEvent, ViewBlock};
 use memex_store::{Event, PackChunk, PackRow, SeqRange as StoreSeqRange, StoreError};
@@ -50,7 +50,7 @@ pub struct BuildPack {
     pub tokenizer: Option<Tokenizer>,
     /// Derived from the task's delegations when None: a task that delegated is a planner, a
     /// delegated task an executor.
-    pub role: Option<Role>,
+    pub role: Option<AgentRole>,
     /// Ask for superseded versions too.
     pub historical: bool,
 }
@@ -63,7 +63,7 @@ pub struct BuiltPack {
     pub task_id: Option<String>,
     pub task_state_version: Option<u64>,
     pub tokenizer: Tokenizer,
-    pub role: Role,
+    pub role: AgentRole,
     pub pack: RetrievalPack,
     pub created_at: DateTime<Utc>,
 }
@@ -75,7 +75,7 @@ struct Recorded {
     task_id: Option<String>,
     task_state_version: Option<u64>,
     tokenizer: Tokenizer,
-    role: Role,
+    role: AgentRole,
     sources: Vec<String>,
 }
 
@@ -143,11 +143,11 @@ impl ContextEngine {
         }
         related.extend(ctx.children.iter().map(|c| (c.clone(), Relation::Child)));
         let role = req.role.unwrap_or(if !ctx.children.is_empty() {
-            Role::Planner
+            AgentRole::Planner
         } else if ctx.parent.is_some() {
-            Role::Executor
+            AgentRole::Executor
         } else {
-            Role::Solo
+            AgentRole::Solo
         });
         let mut scope: Vec<Uuid> = vec![session_id];
         for (s, t) in &ctx.sessions {
@@ -526,7 +526,7 @@ impl ContextEngine {
     }
 
     /// Full-view blocks of the events of `a` then `b` (of any sessions), in that order. `heads`:
-    /// sessions' last seqs the caller has just read (see [`crate::FullView::locate`]).
+    /// sessions' last seqs the caller has just read (see [`memex_pointer::FullView::blocks`]).
     pub(crate) async fn views(
         &self,
         namespace_id: Uuid,
@@ -541,10 +541,10 @@ impl ContextEngine {
         }
         let mut out = vec![None; events.len()];
         for (session, idx) in by_session {
-            let seqs: Vec<u64> = idx.iter().map(|&i| events[i].seq).collect();
+            let seqs: Vec<Seq> = idx.iter().map(|&i| Seq(events[i].seq)).collect();
             // A head older than an event asked for is stale (an append raced the read): ask afresh.
-            let head = heads.get(&session).copied().filter(|h| seqs.iter().all(|s| s <= h));
-            let found = self.full_view.locate(namespace_id, session, head, &seqs).await?;
+            let head = heads.get(&session).map(|h| Seq(*h)).filter(|h| seqs.iter().all(|s| s <= h));
+            let found = self.full_view.blocks(NamespaceId(namespace_id), SessionId(session), head, &seqs).await?;
             for (i, v) in idx.into_iter().zip(found) {
                 out[i] = v;
             }

@@ -1,41 +1,11 @@
-//! The seams where other parts of memex plug into the context engine. Each has one honest default
-//! that claims nothing it cannot know.
+//! The seams where the search layer plugs into the context engine (the full view's seam is
+//! `memex_pointer::FullView`, shared with the index). With none plugged in, packs scan the store
+//! and compaction checks persistence only.
 use futures::future::BoxFuture;
-use memex_pointer::ViewBlock;
+use memex_event::{NamespaceId, SessionId};
 use uuid::Uuid;
 
 use crate::ContextError;
-
-/// The VCC full view of a session: where each event sits (its line range) and its lines there.
-/// Pointers cite `(session:first-last)` when it answers, `(session@seq)` when it does not.
-pub trait FullView: Send + Sync {
-    /// One answer per event of the session (by seq), in order; `None` for one it cannot place.
-    /// `head`: the session's last seq when the caller has just read it (at least every seq asked
-    /// for), so the view of that version can be used without reading the session again.
-    fn locate<'a>(
-        &'a self,
-        namespace_id: Uuid,
-        session_id: Uuid,
-        head: Option<u64>,
-        seqs: &'a [u64],
-    ) -> BoxFuture<'a, Result<Vec<Option<ViewBlock>>, ContextError>>;
-}
-
-/// No full view plugged in: every event is unplaced, pointers cite seqs.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NoFullView;
-
-impl FullView for NoFullView {
-    fn locate<'a>(
-        &'a self,
-        _: Uuid,
-        _: Uuid,
-        _: Option<u64>,
-        seqs: &'a [u64],
-    ) -> BoxFuture<'a, Result<Vec<Option<ViewBlock>>, ContextError>> {
-        Box::pin(async move { Ok(vec![None; seqs.len()]) })
-    }
-}
 
 /// What a pack asks the search layer.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,11 +41,12 @@ pub trait CandidateSource: Send + Sync {
 
 /// Compaction's Layer-1 check (A.4 line 3): an event may leave the window only once the search
 /// index has it, so it can be found again.
-pub trait IndexStatus: Send + Sync {
-    /// The ids among `events` (session, seq, id) the index does not have yet.
-    fn unindexed<'a>(
+pub trait IndexCatchUp: Send + Sync {
+    /// Returns once every committed event of `sessions` is in the index (the same
+    /// read-your-writes step every search takes).
+    fn ensure_indexed<'a>(
         &'a self,
-        namespace_id: Uuid,
-        events: &'a [(Uuid, u64, Uuid)],
-    ) -> BoxFuture<'a, Result<Vec<Uuid>, ContextError>>;
+        namespace: NamespaceId,
+        sessions: &'a [SessionId],
+    ) -> BoxFuture<'a, Result<(), ContextError>>;
 }

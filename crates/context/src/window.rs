@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use memex_compaction::{
     Compaction, CompactionParams, PointerManifest, Window, WindowEvent, WindowManifest, plan_compaction,
 };
+use memex_event::{NamespaceId, SessionId};
 use memex_pointer::{ContextEvent, SeqRange, render_event, seq_runs};
 use memex_store::{Event, Eviction, ManifestRow, NewCompaction, SeqRange as StoreSeqRange, StoreError};
 use memex_tokens::{TokenCounter, Tokenizer};
@@ -192,16 +193,9 @@ impl ContextEngine {
         self.store.events_by_ids(namespace_id, &plan.victims).await?;
         let index_check = match &self.index {
             Some(index) => {
-                let keys: Vec<(Uuid, u64, Uuid)> = window
-                    .events
-                    .iter()
-                    .filter(|e| plan.victims.contains(&e.event.id))
-                    .map(|e| (session_id, e.event.seq, e.event.id))
-                    .collect();
-                let missing = index.unindexed(namespace_id, &keys).await?;
-                if let Some(first) = missing.first() {
-                    return Err(ContextError::NotIndexed { count: missing.len(), first: *first });
-                }
+                // The victims are committed events of this session: once its index has caught up
+                // with the store, it has them.
+                index.ensure_indexed(NamespaceId(namespace_id), &[SessionId(session_id)]).await?;
                 "persisted and indexed"
             }
             None => "persisted (no search index plugged in)",

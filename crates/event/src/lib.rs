@@ -8,12 +8,16 @@
 
 mod artifact;
 mod batch;
+mod ids;
 mod kind;
 mod record;
+mod role;
 
 pub use artifact::{ArtifactId, ArtifactIdError, ArtifactPolicy, DEFAULT_MEDIA_TYPE, excerpt};
 pub use batch::{
     BatchLimits, EventInput, FieldError, NewArtifact, NewEvent, PreparedBatch, batch_fingerprint, prepare_batch,
 };
+pub use ids::{EventId, NamespaceId, Seq, SessionId};
 pub use kind::{EventKind, KindError};
 pub use record::{ArtifactRecord, EventRecord};
+pub use role::{Role, role_of_kind};

@@ -61,7 +61,7 @@ impl Candidate {
 /// executor's favours its own task's artifacts and logs (TRACE §7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Role {
+pub enum AgentRole {
     #[default]
     Solo,
     Planner,
@@ -85,7 +85,7 @@ pub struct TaskContext {
     pub phase: Phase,
     pub self_assessment: bool,
     pub premises: Vec<String>,
-    pub role: Role,
+    pub role: AgentRole,
     /// Other tasks whose items may cross into this pack.
     pub related: Vec<(String, Relation)>,
     /// Asked for old versions too ("what changed since…"): supersession does not demote.

@@ -24,7 +24,7 @@ mod render;
 mod scan;
 mod score;
 
-pub use candidate::{Candidate, ItemType, QuotaGroup, Relation, Role, Sources, TaskContext, is_assessment_item};
+pub use candidate::{AgentRole, Candidate, ItemType, QuotaGroup, Relation, Sources, TaskContext, is_assessment_item};
 pub use mmr::{MmrItem, Sketch, mmr_select};
 pub use model::{
     BlockKind, Budgets, Decision, Exclusion, Outcome, PackBlock, PackError, PackItem, PackParams, PackRequest, Quotas,

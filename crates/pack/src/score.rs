@@ -3,7 +3,7 @@
 use memex_pointer::ContextEvent;
 use memex_task::{Phase, premise_compatibility};
 
-use crate::candidate::{Candidate, ItemType, Relation, Role, TaskContext, is_assessment_item};
+use crate::candidate::{AgentRole, Candidate, ItemType, Relation, TaskContext, is_assessment_item};
 
 /// Upper bound of the modifier (A.3 `M_MAX`).
 pub const M_MAX: f64 = 10.0;
@@ -178,11 +178,11 @@ pub fn phase_salience(phase: Phase, ty: ItemType) -> f64 {
 }
 
 /// The planner/executor tilt (TRACE §7.2).
-pub fn role_salience(role: Role, ty: ItemType, has_artifact: bool, own_task: bool) -> f64 {
+pub fn role_salience(role: AgentRole, ty: ItemType, has_artifact: bool, own_task: bool) -> f64 {
     use ItemType::*;
     match role {
-        Role::Solo => 1.0,
-        Role::Planner => match ty {
+        AgentRole::Solo => 1.0,
+        AgentRole::Planner => match ty {
             Decision | Report => 1.5,
             Constraint => 1.4,
             UserMessage => 1.2,
@@ -191,7 +191,7 @@ pub fn role_salience(role: Role, ty: ItemType, has_artifact: bool, own_task: boo
             ToolCall | Thinking => 0.6,
             ToolResult => 0.5,
         },
-        Role::Executor => {
+        AgentRole::Executor => {
             let logs = matches!(ty, ToolResult | ToolError | ToolCall);
             match (logs, own_task) {
                 (true, true) if has_artifact => 1.5,

@@ -92,8 +92,8 @@ fn modifiers_follow_a3() {
 fn planners_and_executors_see_different_things() {
     let decision = lexical(ev(1, EventKind::Decision, "use the v2 API"), 1.0);
     let log = lexical(ev(2, EventKind::ToolResult, "build log ..."), 1.0);
-    let planner = TaskContext { role: Role::Planner, phase: Phase::Planning, ..task() };
-    let executor = TaskContext { role: Role::Executor, phase: Phase::Execution, ..task() };
+    let planner = TaskContext { role: AgentRole::Planner, phase: Phase::Planning, ..task() };
+    let executor = TaskContext { role: AgentRole::Executor, phase: Phase::Execution, ..task() };
     assert!(score_of(decision.clone(), &planner).score > score_of(log.clone(), &planner).score * 3.0);
     assert!(score_of(log, &executor).score > score_of(decision, &executor).score);
 }
@@ -251,7 +251,7 @@ proptest! {
         system in arb_text(),
         card in arb_text(),
         user in "[a-z ?]{0,60}",
-        role in prop_oneof![Just(Role::Solo), Just(Role::Planner), Just(Role::Executor)],
+        role in prop_oneof![Just(AgentRole::Solo), Just(AgentRole::Planner), Just(AgentRole::Executor)],
         cl100k in any::<bool>(),
     ) {
         let t = if cl100k { Tokenizer::Cl100kBase } else { Tokenizer::O200kBase };

@@ -1,26 +1,32 @@
-//! Pointers into the lossless store, and the one form in which memex shows evidence to an agent.
+//! memex's coordinate vocabulary: pointers into the lossless store, the seam to the full view, and
+//! the one form in which memex shows evidence to an agent.
 //!
-//! A session's **full view** (VCC) is memex's coordinate system: a pointer cites
-//! `(session:first-last)`, a line range in it, which `ReadLines` dereferences. Until the VCC
-//! full-view lookup is plugged in (see `memex-context`'s `FullView` seam), an event's
-//! [`LineRange`] is unknown and pointers cite its seqs instead: `(session@17)` or
-//! `(session@17-40)`, which `GetEvents` dereferences. Both forms are carried everywhere —
-//! manifests, pack items, provenance — so nothing has to change but the lookup.
+//! A session's **full view** (VCC) is memex's coordinate system: a [`Pointer`]
+//! `session:first-last` names a [`LineRange`] in it, which `ReadLines` dereferences. Where an
+//! event sits is asked through the [`FullView`] seam (compiled sessions answer it); an event it
+//! cannot place is cited by seq instead, `(session@17)` or `(session@17-40)`, which `GetEvents`
+//! dereferences. Every line range in memex — VCC's blocks, index hits, pack items, manifests —
+//! is this one [`LineRange`].
 //!
 //! Every context item is rendered in the adaptive-view form: a header
 //! `(s1:41-62) [tool_result] Bash`, then the lines. In a pack, sessions are cited by a short
 //! alias (`s1`, `s2`, …) declared once per block by a legend line (`sessions: s1=<uuid>`): a
 //! session UUID costs ~30 tokens, an alias 2.
 //!
-//! **Architecture invariant:** pure — plain data in, strings out; no I/O, no clock, no async.
+//! **Architecture invariant:** pure — plain data in, strings out; no I/O, no clock. The only async
+//! item is the [`FullView`] trait, which others implement.
 
 mod event;
+mod full_view;
 mod render;
 
 pub use event::{ArtifactPointer, ContextEvent, EventFlags, ViewBlock};
+pub use full_view::{FullView, FullViewError, NoFullView, Stability, ViewLines};
 pub use render::{SessionAliases, cite, event_header, render_event};
 
 use std::fmt;
+
+use memex_event::{FieldError, SessionId};
 
 /// An inclusive range of lines (1-based) of a session's full view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
@@ -39,11 +45,58 @@ impl LineRange {
     pub fn span(self, other: LineRange) -> LineRange {
         LineRange { first: self.first.min(other.first), last: self.last.max(other.last) }
     }
+
+    pub fn contains(self, line: u32) -> bool {
+        (self.first..=self.last).contains(&line)
+    }
 }
 
 impl fmt::Display for LineRange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}-{}", self.first, self.last)
+    }
+}
+
+/// A pointer as an agent gives it back: `session:first-last`, or `session#chain:first-last` for a
+/// later chain of a trace split by compactions; `ReadLines` dereferences it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pointer {
+    pub session: SessionId,
+    /// 1-based.
+    pub chain: u32,
+    pub range: LineRange,
+}
+
+impl Pointer {
+    /// Parses the text form; the error names the field at fault (`pointer`, or `session_id` when
+    /// only the session is not a UUID).
+    pub fn parse(p: &str) -> Result<Pointer, FieldError> {
+        let bad = || {
+            FieldError::new(
+                "pointer",
+                format!("{p:?} is not \"session-id:first-last\" or \"session-id#chain:first-last\""),
+            )
+        };
+        let (head, range) = p.rsplit_once(':').ok_or_else(bad)?;
+        let (first, last) = range.split_once('-').ok_or_else(bad)?;
+        let (session, chain) = match head.split_once('#') {
+            Some((s, c)) => (s, c.parse().map_err(|_| bad())?),
+            None => (head, 1),
+        };
+        let (first, last) = (first.parse().map_err(|_| bad())?, last.parse().map_err(|_| bad())?);
+        let session = uuid::Uuid::try_parse(session)
+            .map_err(|_| FieldError::new("session_id", format!("{session:?} is not a UUID")))?;
+        Ok(Pointer { session: SessionId(session), chain, range: LineRange { first, last } })
+    }
+}
+
+impl fmt::Display for Pointer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.chain == 1 {
+            write!(f, "{}:{}", self.session, self.range)
+        } else {
+            write!(f, "{}#{}:{}", self.session, self.chain, self.range)
+        }
     }
 }
 
@@ -108,6 +161,19 @@ mod tests {
         assert_eq!(runs[0].to_string(), "3-5");
         assert_eq!(runs[1].to_string(), "7");
         assert!(seq_runs([]).is_empty());
+    }
+
+    #[test]
+    fn pointers_parse_and_print_both_forms() {
+        let s = "0193a2b4-0000-7000-8000-000000000001";
+        let p = Pointer::parse(&format!("{s}:41-62")).expect("plain");
+        assert_eq!((p.session.to_string().as_str(), p.chain, p.range), (s, 1, LineRange { first: 41, last: 62 }));
+        assert_eq!(p.to_string(), format!("{s}:41-62"));
+        let p = Pointer::parse(&format!("{s}#2:3-4")).expect("chained");
+        assert_eq!((p.chain, p.to_string()), (2, format!("{s}#2:3-4")));
+        assert_eq!(Pointer::parse("nope").map_err(|e| e.field), Err("pointer".to_owned()));
+        assert_eq!(Pointer::parse(&format!("{s}:4")).map_err(|e| e.field), Err("pointer".to_owned()));
+        assert_eq!(Pointer::parse("s1:1-2").map_err(|e| e.field), Err("session_id".to_owned()));
     }
 
     #[test]

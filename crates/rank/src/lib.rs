@@ -1,6 +1,6 @@
 //! The pure core of memex search: how ranked lists are fused (reciprocal-rank fusion), how a result
 //! list is diversified (maximal marginal relevance), how texts are scored by BM25 or by embedding
-//! similarity, which role an event kind speaks with, how event text is cut into index chunks, and the
+//! similarity, how text becomes terms (the one analyzer), how event text is cut into index chunks, and the
 //! adaptive view's ranked predicates (BM25 over a chain's blocks, externally scored blocks).
 //!
 //! Everything here is a plain function over plain data, so the adapters (tantivy, pgvector, candle,
@@ -16,7 +16,6 @@ pub mod eval;
 pub mod fusion;
 pub mod mmr;
 pub mod predicate;
-pub mod role;
 pub mod semantic;
 pub mod text;
 
@@ -25,6 +24,5 @@ pub use chunk::{Chunk, ChunkOptions, chunk_text};
 pub use fusion::{FusedHit, Part, RankedList, RrfOptions, rrf};
 pub use mmr::mmr;
 pub use predicate::{Bm25Blocks, ScoredBlocks};
-pub use role::{Role, role_of_kind};
 pub use semantic::{cosine, semantic_scores};
 pub use text::{query_terms, tokenize};

@@ -141,9 +141,9 @@ mod tests {
     use uuid::Uuid;
 
     use super::*;
+    use crate::SearchFilter;
     use crate::text::NamespaceIndex;
     use crate::text::tests::event_in as event;
-    use crate::{LineRange, SearchFilter};
 
     /// Skipping segments and remembering statistics change nothing: the same addresses and the
     /// same scores, bit for bit, as a plain search, before and after the index grows.
@@ -165,7 +165,7 @@ mod tests {
                 for w in &words[..3 + round] {
                     seq += 1;
                     let e = event(session, seq, w);
-                    let docs = crate::doc::event_docs(&e, None, LineRange::UNKNOWN, ChunkOptions::default(), "");
+                    let docs = crate::doc::event_docs(&e, None, None, ChunkOptions::default(), "");
                     idx.add(docs).await.unwrap();
                 }
                 idx.commit().await.unwrap();

@@ -1,9 +1,10 @@
 //! From a stored event to the documents that index it. Pure: the same event always gives the same
 //! documents, which is what makes a rebuilt index equal to the live one.
-use memex_rank::{ChunkOptions, chunk_text, role_of_kind};
+use memex_event::role_of_kind;
+use memex_rank::{ChunkOptions, chunk_text};
 use memex_store::Event;
 
-use crate::LineRange;
+use memex_pointer::LineRange;
 
 /// One tantivy document, as plain data.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,7 +20,8 @@ pub(crate) struct DocSpec {
     pub role: &'static str,
     pub tool: Option<String>,
     pub time_micros: i64,
-    pub lines: LineRange,
+    /// Where the event sits in its session's full view, when that can never change.
+    pub lines: Option<LineRange>,
     pub chunk_first_line: u32,
     pub chunk_last_line: u32,
     pub doc_key: u64,
@@ -56,7 +58,7 @@ pub(crate) fn embed_text(e: &Event, max_bytes: usize) -> String {
 pub(crate) fn event_docs(
     e: &Event,
     artifact_text: Option<&str>,
-    lines: LineRange,
+    lines: Option<LineRange>,
     chunk: ChunkOptions,
     context: &str,
 ) -> Vec<DocSpec> {
@@ -134,27 +136,24 @@ mod tests {
     #[test]
     fn every_event_has_a_document_and_chunks_carry_their_lines() {
         let e = event("tool_result", "");
-        let d = event_docs(&e, None, LineRange::UNKNOWN, ChunkOptions::default(), "");
+        let d = event_docs(&e, None, None, ChunkOptions::default(), "");
         assert_eq!(d.len(), 1);
         assert_eq!(d[0].role, "tool");
         let long = "line\n".repeat(1000);
         let d = event_docs(
             &e,
             Some(&long),
-            LineRange { first_line: 10, last_line: 20 },
+            Some(LineRange { first: 10, last: 20 }),
             ChunkOptions { max_bytes: 1000 },
             "ctx",
         );
         assert_eq!((d[0].source, d[0].context.as_str(), d[1].context.as_str()), ("event", "ctx", ""));
         assert_eq!(d.iter().filter(|x| x.source == "artifact").count(), 5);
         assert_eq!(d[2].chunk_first_line, 200);
-        assert_eq!(d[2].lines.first_line, 10);
+        assert_eq!(d[2].lines, Some(LineRange { first: 10, last: 20 }));
         let keys: std::collections::HashSet<u64> = d.iter().map(|x| x.doc_key).collect();
         assert_eq!(keys.len(), d.len());
-        assert_eq!(
-            event_docs(&e, Some(&long), LineRange::UNKNOWN, ChunkOptions { max_bytes: 1000 }, "")[3].doc_key,
-            d[3].doc_key
-        );
+        assert_eq!(event_docs(&e, Some(&long), None, ChunkOptions { max_bytes: 1000 }, "")[3].doc_key, d[3].doc_key);
     }
 
     #[test]

@@ -6,14 +6,16 @@ use std::sync::Arc;
 
 use memex_embed::Embedder;
 use memex_event::FieldError;
-use memex_rank::{ChunkOptions, RankedList, RrfOptions, mmr, query_terms, role_of_kind, rrf};
+use memex_event::role_of_kind;
+use memex_rank::{ChunkOptions, RankedList, RrfOptions, mmr, query_terms, rrf};
 use memex_store::{Event, SeqRange, Store};
 use uuid::Uuid;
 
 use crate::doc::event_docs;
-use crate::lines::{EventLines, LineLookup, LineRange, LineRanges};
 use crate::text::{ChunkHit, NamespaceIndex, namespace_dir};
 use crate::{Hit, IndexError, RankedEvent, ScoreParts, SearchRequest, SearchResults, vectors};
+use memex_event::{NamespaceId, Seq, SessionId};
+use memex_pointer::{FullView, LineRange, Stability};
 
 /// Most hits one search may return, and most candidates per retriever.
 pub const MAX_LIMIT: usize = 1000;
@@ -65,7 +67,8 @@ pub struct SearchIndex {
     store: Store,
     opts: SearchIndexOptions,
     embedder: Option<Arc<dyn Embedder>>,
-    lines: Arc<dyn LineRanges>,
+    /// Where events sit in their sessions' full views (hits carry their lines).
+    full_view: Arc<dyn FullView>,
     open: tokio::sync::Mutex<HashMap<Uuid, Arc<NamespaceIndex>>>,
 }
 
@@ -74,9 +77,9 @@ impl SearchIndex {
         store: Store,
         opts: SearchIndexOptions,
         embedder: Option<Arc<dyn Embedder>>,
-        lines: Arc<dyn LineRanges>,
+        full_view: Arc<dyn FullView>,
     ) -> SearchIndex {
-        SearchIndex { store, opts, embedder, lines, open: tokio::sync::Mutex::new(HashMap::new()) }
+        SearchIndex { store, opts, embedder, full_view, open: tokio::sync::Mutex::new(HashMap::new()) }
     }
 
     pub fn embedder(&self) -> Option<&Arc<dyn Embedder>> {
@@ -213,8 +216,9 @@ impl SearchIndex {
         context: &mut std::collections::VecDeque<String>,
         docs: &mut Vec<crate::doc::DocSpec>,
     ) -> Result<(), IndexError> {
-        let refs: Vec<EventLines> = events.iter().map(|e| EventLines { event_id: e.id, seq: e.seq }).collect();
-        let lines = self.lines.line_ranges(ns, session, &refs, LineLookup::Indexing).await?;
+        let seqs: Vec<Seq> = events.iter().map(|e| Seq(e.seq)).collect();
+        // Stored in the document, so only lines that can never move.
+        let lines = self.lines_of(ns, session, &seqs, Stability::Final).await;
         for (i, e) in events.iter().enumerate() {
             let artifact = match &e.artifact {
                 Some(a) if self.opts.max_artifact_bytes > 0 => {
@@ -224,7 +228,7 @@ impl SearchIndex {
                 }
                 _ => None,
             };
-            let range = lines.get(i).copied().unwrap_or(LineRange::UNKNOWN);
+            let range = lines.get(i).copied().flatten();
             let ctx: Vec<&str> = context.iter().map(String::as_str).collect();
             docs.extend(event_docs(e, artifact.as_deref(), range, self.opts.chunk, &ctx.join("\n")));
             self.push_context(context, e);
@@ -288,6 +292,29 @@ impl SearchIndex {
     /// reading them: for callers that read the events themselves (the context engine's packs).
     pub async fn rank(&self, ns: Uuid, req: &SearchRequest) -> Result<Vec<RankedEvent>, IndexError> {
         Ok(self.ranking(ns, req).await?.ranked)
+    }
+
+    /// One session's events ranked by embedding similarity to `query` alone (no BM25), as
+    /// (seq, cosine) for the `top_k.max(100)` nearest: the adaptive view's semantic ranker. Events
+    /// the embedding worker has not reached yet are not ranked.
+    pub async fn vector_scores(
+        &self,
+        ns: NamespaceId,
+        session: SessionId,
+        query: &str,
+        top_k: usize,
+    ) -> Result<Vec<(Seq, f32)>, IndexError> {
+        if self.embedder.is_none() {
+            return Err(IndexError::NoEmbedder);
+        }
+        let mut req = SearchRequest::new(query, top_k);
+        req.filter.session_ids = vec![session.0];
+        req.bm25_weight = 0.0;
+        req.vector_weight = 1.0;
+        req.candidates = top_k.max(100);
+        req.with_lines = false;
+        let hits = self.search(ns.0, &req).await?.hits;
+        Ok(hits.into_iter().map(|h| (Seq(h.seq), h.score.vector)).collect())
     }
 
     async fn ranking(&self, ns: Uuid, req: &SearchRequest) -> Result<Ranking, IndexError> {
@@ -424,7 +451,7 @@ impl SearchIndex {
                 task_id: e.task_id,
                 tool_name: e.tool_name,
                 event_time: e.event_time,
-                lines: LineRange::UNKNOWN,
+                lines: None,
                 source: "event".into(),
                 chunk: 0,
                 chunk_first_line: 0,
@@ -451,26 +478,36 @@ impl SearchIndex {
             hits.push(hit);
         }
         if req.with_lines {
-            self.fill_unknown_lines(ns, &mut hits).await?;
+            self.fill_unknown_lines(ns, &mut hits).await;
         }
         Ok(SearchResults { hits })
     }
 
-    /// Asks the line-range seam again for hits whose stored range is unknown.
-    async fn fill_unknown_lines(&self, ns: Uuid, hits: &mut [Hit]) -> Result<(), IndexError> {
+    /// Asks the full view for the current lines of hits that have none stored (a live session's).
+    async fn fill_unknown_lines(&self, ns: Uuid, hits: &mut [Hit]) {
         let mut by_session: HashMap<Uuid, Vec<usize>> = HashMap::new();
-        for (i, h) in hits.iter().enumerate().filter(|(_, h)| !h.lines.is_known()) {
+        for (i, h) in hits.iter().enumerate().filter(|(_, h)| h.lines.is_none()) {
             by_session.entry(h.session_id).or_default().push(i);
         }
         for (session, idxs) in by_session {
-            let refs: Vec<EventLines> =
-                idxs.iter().map(|&i| EventLines { event_id: hits[i].event_id, seq: hits[i].seq }).collect();
-            let ranges = self.lines.line_ranges(ns, session, &refs, LineLookup::Query).await?;
+            let seqs: Vec<Seq> = idxs.iter().map(|&i| Seq(hits[i].seq)).collect();
+            let ranges = self.lines_of(ns, session, &seqs, Stability::Current).await;
             for (&i, r) in idxs.iter().zip(ranges) {
                 hits[i].lines = r;
             }
         }
-        Ok(())
+    }
+
+    /// The events' full-view lines (chain 1's numbering or a later chain's, as stored before). A
+    /// view that cannot be compiled costs hits their lines, never the search or the indexing.
+    async fn lines_of(&self, ns: Uuid, session: Uuid, seqs: &[Seq], stability: Stability) -> Vec<Option<LineRange>> {
+        match self.full_view.lines(NamespaceId(ns), SessionId(session), seqs, stability).await {
+            Ok(lines) => lines.into_iter().map(|l| l.map(|l| l.range)).collect(),
+            Err(e) => {
+                tracing::warn!(session = %session, error = %e, "full-view lines unavailable");
+                vec![None; seqs.len()]
+            }
+        }
     }
 }
 

@@ -16,6 +16,9 @@ pub enum IndexError {
     Io { path: String, source: std::io::Error },
     #[error(transparent)]
     Embed(#[from] memex_embed::EmbedError),
+    /// A vector search was asked of a replica with no embedding provider.
+    #[error("needs an embedding provider ([embedding] provider)")]
+    NoEmbedder,
     /// A background task died (panic or cancellation).
     #[error("index task failed: {0}")]
     Task(String),

@@ -22,7 +22,6 @@ mod collect;
 mod doc;
 mod engine;
 mod error;
-mod lines;
 mod query;
 mod schema;
 mod text;
@@ -31,7 +30,6 @@ mod worker;
 
 pub use engine::{SearchIndex, SearchIndexOptions};
 pub use error::IndexError;
-pub use lines::{EventLines, LineLookup, LineRange, LineRanges, UnknownLineRanges};
 pub use query::{Hit, RankedEvent, ScoreParts, SearchFilter, SearchRequest, SearchResults, TimeRange};
 pub use schema::SCHEMA_VERSION;
 pub use vectors::{ensure_model_index, vector_count};

@@ -1,10 +1,10 @@
 //! What a search asks and what it answers, in domain terms (the gRPC messages are converted to and
 //! from these in the server).
 use chrono::{DateTime, Utc};
-use memex_rank::Role;
+use memex_event::Role;
 use uuid::Uuid;
 
-use crate::LineRange;
+use memex_pointer::LineRange;
 
 /// Inclusive bounds on event time; either side may be open.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -108,8 +108,9 @@ pub struct Hit {
     pub task_id: Option<String>,
     pub tool_name: Option<String>,
     pub event_time: DateTime<Utc>,
-    /// Where the event sits in its session's full view (unknown until the VCC lookup is plugged in).
-    pub lines: LineRange,
+    /// Where the event sits in its session's full view (None when it renders no lines, or no
+    /// full view is plugged in).
+    pub lines: Option<LineRange>,
     /// Which part of the event matched best: `event` or `artifact`, the chunk number, and the
     /// chunk's lines within that text (0-based).
     pub source: String,

@@ -15,7 +15,9 @@ use uuid::Uuid;
 use crate::collect::{StatsCache, search_segments};
 use crate::doc::DocSpec;
 use crate::schema::{ANALYZER, Fields, SCHEMA_VERSION, Tag, analyzer, schema, tag_text};
-use crate::{IndexError, LineRange, SearchFilter};
+use memex_pointer::LineRange;
+
+use crate::{IndexError, SearchFilter};
 
 const VERSION_FILE: &str = "memex-search.json";
 
@@ -86,10 +88,16 @@ pub(crate) struct ChunkHit {
 pub(crate) struct StoredChunk {
     pub source: String,
     pub chunk: u32,
-    pub lines: LineRange,
+    pub lines: Option<LineRange>,
     pub chunk_first_line: u32,
     pub chunk_last_line: u32,
     pub text: String,
+}
+
+/// A stored range: 0 stands for none.
+fn stored_lines(first: u64, last: u64) -> Option<LineRange> {
+    let (first, last) = (u32::try_from(first).ok()?, u32::try_from(last).ok()?);
+    if first == 0 { None } else { LineRange::new(first, last) }
 }
 
 impl NamespaceIndex {
@@ -380,7 +388,7 @@ impl NamespaceIndex {
         Ok(StoredChunk {
             source: text(f.source),
             chunk: num(f.chunk) as u32,
-            lines: LineRange { first_line: num(f.first_line), last_line: num(f.last_line) },
+            lines: stored_lines(num(f.first_line), num(f.last_line)),
             chunk_first_line: num(f.chunk_first_line) as u32,
             chunk_last_line: num(f.chunk_last_line) as u32,
             text: text(f.text),
@@ -465,8 +473,10 @@ fn to_document(f: &Fields, ns: &str, d: DocSpec) -> TantivyDocument {
         doc.add_text(f.tool, t);
     }
     doc.add_i64(f.time, d.time_micros);
-    doc.add_u64(f.first_line, d.lines.first_line);
-    doc.add_u64(f.last_line, d.lines.last_line);
+    // Stored as two numbers, 0 for none (full-view lines are 1-based).
+    let (first, last) = d.lines.map_or((0, 0), |r| (u64::from(r.first), u64::from(r.last)));
+    doc.add_u64(f.first_line, first);
+    doc.add_u64(f.last_line, last);
     doc.add_u64(f.chunk_first_line, u64::from(d.chunk_first_line));
     doc.add_u64(f.chunk_last_line, u64::from(d.chunk_last_line));
     doc.add_u64(f.doc_key, d.doc_key);
@@ -522,8 +532,7 @@ pub(crate) mod tests {
         let (idx, _) = NamespaceIndex::open(&dir, Uuid::from_u128(1)).unwrap();
         let texts = ["alpha common", "beta common", "gamma common", "delta common"];
         for (i, t) in texts.iter().enumerate() {
-            let docs =
-                crate::doc::event_docs(&event(i as u64 + 1, t), None, LineRange::UNKNOWN, ChunkOptions::default(), "");
+            let docs = crate::doc::event_docs(&event(i as u64 + 1, t), None, None, ChunkOptions::default(), "");
             idx.add(docs).await.unwrap();
             idx.commit().await.unwrap(); // one segment per commit
         }
@@ -565,7 +574,7 @@ pub(crate) mod tests {
         for (i, t) in texts.iter().enumerate() {
             let mut e = event(i as u64 + 1, t);
             e.session_id = Uuid::from_u128(10 + (i as u128 % 2));
-            idx.add(crate::doc::event_docs(&e, None, LineRange::UNKNOWN, ChunkOptions::default(), "")).await.unwrap();
+            idx.add(crate::doc::event_docs(&e, None, None, ChunkOptions::default(), "")).await.unwrap();
             events.push(e);
         }
         idx.commit().await.unwrap();

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use memex_embed::Embedder;
-use memex_rank::role_of_kind;
+use memex_event::role_of_kind;
 use memex_store::{Event, SeqRange, Store};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;

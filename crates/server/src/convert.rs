@@ -133,26 +133,3 @@ pub fn ident(field: &str, value: String, max: usize) -> Result<Option<String>, S
     }
     Ok(Some(value))
 }
-
-/// The JSON-lines record of a stored event (the `memex` input format of the views).
-pub fn record(e: Event) -> memex_event::EventRecord {
-    memex_event::EventRecord {
-        id: e.id.to_string(),
-        session_id: e.session_id.to_string(),
-        seq: e.seq,
-        kind: e.kind,
-        agent_id: Some(e.agent_id),
-        task_id: e.task_id,
-        tool_name: e.tool_name,
-        tool_call_id: e.tool_call_id,
-        event_time: Some(e.event_time),
-        ingest_time: Some(e.ingest_time),
-        content: e.content,
-        artifact: e.artifact.map(|a| memex_event::ArtifactRecord {
-            id: a.id.to_string(),
-            size: a.size,
-            media_type: a.media_type,
-        }),
-        metadata: e.metadata,
-    }
-}

@@ -15,7 +15,6 @@ mod service;
 mod state;
 pub mod status;
 pub mod telemetry;
-pub mod views;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -85,17 +84,16 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Ou
         tracing::info!("database migrations applied");
     }
     let mut state = AppState::new(store.clone(), &config);
-    let lines = Arc::new(views::ViewLineRanges(state.views.clone()));
-    let search = search::SearchRuntime::start(&config, store.clone(), lines).await?;
+    // The index and the context engine see full views through the compiled sessions.
+    let full_view: Arc<dyn memex_pointer::FullView> = Arc::new(state.views.clone());
+    let search = search::SearchRuntime::start(&config, store.clone(), full_view.clone()).await?;
     state.search = search.as_ref().map(|s| s.index.clone());
-    // The context engine sees full views through the view cache and, when search is on, draws
-    // pack candidates from the index and checks it before compaction evicts.
-    let mut context =
-        state.context.clone().with_full_view(Arc::new(context_seams::ViewFullView::new(state.views.clone())));
+    // When search is on, packs draw candidates from the index, and compaction checks it first.
+    let mut context = state.context.clone().with_full_view(full_view);
     if let Some(index) = &state.search {
         context = context
             .with_source(Arc::new(context_seams::IndexSource(index.clone())))
-            .with_index_status(Arc::new(context_seams::IndexCatchUp(index.clone())));
+            .with_index_catch_up(Arc::new(context_seams::IndexCatchUpSeam(index.clone())));
     }
     state.context = context;
     let state = Arc::new(state);
@@ -107,7 +105,7 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Ou
     health_reporter.set_serving::<EventServiceServer<service::events::Events>>().await;
     health_reporter.set_serving::<SessionServiceServer<service::sessions::Sessions>>().await;
     health_reporter.set_serving::<AdminServiceServer<service::admin::Admin>>().await;
-    health_reporter.set_serving::<ViewServiceServer<service::views::Views>>().await;
+    health_reporter.set_serving::<ViewServiceServer<service::views::ViewHandler>>().await;
     health_reporter.set_serving::<SearchServiceServer<service::search::Search>>().await;
     health_reporter.set_serving::<ContextServiceServer<service::context::Context>>().await;
     health_reporter.set_serving::<TaskServiceServer<service::context::tasks::Tasks>>().await;
@@ -145,7 +143,7 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Ou
             AdminServiceServer::new(service::admin::Admin::new(state.clone())).max_decoding_message_size(hard_limit),
         )
         .add_service(
-            ViewServiceServer::new(service::views::Views::new(state.clone()))
+            ViewServiceServer::new(service::views::ViewHandler::new(state.clone()))
                 .max_decoding_message_size(hard_limit)
                 .max_encoding_message_size(usize::MAX),
         )

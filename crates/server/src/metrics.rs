@@ -2,23 +2,40 @@
 //! provider (when `OTEL_EXPORTER_OTLP_*` is set), so tests and plain runs pay nothing.
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::{Counter, Histogram};
+use opentelemetry::metrics::{Counter, Histogram, ObservableCounter};
 use tonic::codegen::http;
 
 pub struct Metrics {
     pub events_appended: Counter<u64>,
     pub append_batches: Counter<u64>,
     pub artifact_bytes: Counter<u64>,
+    /// Compiled sessions served from the cache, and compiled on demand (read from the cache's
+    /// own counts when collected).
+    _view_cache: [ObservableCounter<u64>; 2],
 }
 
 impl Metrics {
-    pub fn new() -> Metrics {
+    pub fn new(views: Arc<memex_views::CacheStats>) -> Metrics {
         let meter = opentelemetry::global::meter("memex");
+        let hits = views.clone();
         Metrics {
+            _view_cache: [
+                meter
+                    .u64_observable_counter("memex.view_cache.hits")
+                    .with_description("Compiled sessions served from cache")
+                    .with_callback(move |o| o.observe(hits.hits(), &[]))
+                    .build(),
+                meter
+                    .u64_observable_counter("memex.view_cache.misses")
+                    .with_description("Sessions compiled on demand")
+                    .with_callback(move |o| o.observe(views.misses(), &[]))
+                    .build(),
+            ],
             events_appended: meter
                 .u64_counter("memex.events.appended")
                 .with_description("Events committed to the store")
@@ -33,12 +50,6 @@ impl Metrics {
                 .with_unit("By")
                 .build(),
         }
-    }
-}
-
-impl Default for Metrics {
-    fn default() -> Self {
-        Metrics::new()
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use memex_embed::{EmbedError, Embedder, MiniLm, MiniLmOptions, OpenAiEmbedder, OpenAiOptions};
 use memex_rank::ChunkOptions;
-use memex_search::{EmbeddingWorker, LineRanges, SearchIndex, SearchIndexOptions, WorkerOptions};
+use memex_search::{EmbeddingWorker, SearchIndex, SearchIndexOptions, WorkerOptions};
 use memex_store::Store;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -64,13 +64,13 @@ impl SearchRuntime {
     pub async fn start(
         config: &Config,
         store: Store,
-        lines: Arc<dyn LineRanges>,
+        full_view: Arc<dyn memex_pointer::FullView>,
     ) -> Result<Option<SearchRuntime>, ServerError> {
         if !config.search.enabled {
             return Ok(None);
         }
         let embedder = embedder(&config.embedding)?;
-        let index = Arc::new(SearchIndex::new(store.clone(), index_options(config), embedder.clone(), lines));
+        let index = Arc::new(SearchIndex::new(store.clone(), index_options(config), embedder.clone(), full_view));
         let worker = match (&embedder, config.embedding.worker) {
             (Some(e), true) => {
                 let opts = WorkerOptions {

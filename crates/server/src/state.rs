@@ -1,11 +1,11 @@
 //! What every service shares.
 use memex_event::{ArtifactPolicy, BatchLimits};
 use memex_store::Store;
+use memex_views::Views;
 
 use crate::auth::Auth;
 use crate::config::Config;
 use crate::metrics::Metrics;
-use crate::views::Views;
 
 pub struct AppState {
     pub store: Store,
@@ -25,8 +25,10 @@ pub struct AppState {
 
 impl AppState {
     pub fn new(store: Store, config: &Config) -> AppState {
+        let views = Views::new(store.clone(), config.views.cache_bytes);
         AppState {
-            views: Views::new(store.clone(), config.views.cache_bytes),
+            metrics: Metrics::new(views.stats()),
+            views,
             auth: Auth::new(
                 store.clone(),
                 config.auth.enabled,
@@ -44,7 +46,6 @@ impl AppState {
             },
             max_message_bytes: config.limits.max_message_bytes,
             max_import_bytes: config.limits.max_import_bytes,
-            metrics: Metrics::new(),
             search: None,
             search_defaults: config.search.clone(),
             context: memex_context::ContextEngine::new(store.clone(), context_config(config)),

@@ -2,8 +2,10 @@
 //! internal failures are logged here, where they are handled, and answered without details.
 use memex_context::ContextError;
 use memex_event::FieldError;
+use memex_pointer::FullViewError;
 use memex_search::IndexError;
 use memex_store::StoreError;
+use memex_views::ViewError;
 use tonic::Status;
 
 pub fn field_status(e: &FieldError) -> Status {
@@ -67,13 +69,38 @@ pub fn context_status(e: &ContextError) -> Status {
         ContextError::Invalid(f) => field_status(f),
         ContextError::Store(s) => store_status(s),
         ContextError::NotFound { field, message } => Status::not_found(format!("{field}: {message}")),
-        ContextError::NotIndexed { .. } => Status::unavailable(e.to_string()),
         ContextError::WindowContention(_) => Status::aborted(e.to_string()),
+        ContextError::FullView(f) => full_view_status(f),
         ContextError::Seam { .. } => {
             tracing::warn!(error = %e, "a context seam failed");
             Status::unavailable(e.to_string())
         }
         ContextError::Corrupt { .. } => {
+            tracing::error!(error = %e, "internal error");
+            Status::internal("internal error (logged on the server)")
+        }
+    }
+}
+
+pub fn view_status(e: &ViewError) -> Status {
+    match e {
+        ViewError::Invalid(f) => field_status(f),
+        ViewError::Store(s) => store_status(s),
+        ViewError::Uncompilable { .. } | ViewError::Task(_) => {
+            tracing::error!(error = %e, "internal error");
+            Status::internal("internal error (logged on the server)")
+        }
+    }
+}
+
+fn full_view_status(e: &FullViewError) -> Status {
+    match e {
+        FullViewError::SessionNotFound(_) => Status::not_found(format!("session_id: {e}")),
+        FullViewError::Unavailable(_) => {
+            tracing::warn!(error = %e, "full view unavailable");
+            Status::unavailable(e.to_string())
+        }
+        FullViewError::Internal(_) => {
             tracing::error!(error = %e, "internal error");
             Status::internal("internal error (logged on the server)")
         }

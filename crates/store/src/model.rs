@@ -60,6 +60,32 @@ pub struct Event {
     pub task_state_version: Option<u64>,
 }
 
+impl Event {
+    /// The JSON-lines record of the event: what `GetEvents` clients print and the views compile
+    /// (the `memex` input format).
+    pub fn into_record(self) -> memex_event::EventRecord {
+        memex_event::EventRecord {
+            id: self.id.to_string(),
+            session_id: self.session_id.to_string(),
+            seq: self.seq,
+            kind: self.kind,
+            agent_id: Some(self.agent_id),
+            task_id: self.task_id,
+            tool_name: self.tool_name,
+            tool_call_id: self.tool_call_id,
+            event_time: Some(self.event_time),
+            ingest_time: Some(self.ingest_time),
+            content: self.content,
+            artifact: self.artifact.map(|a| memex_event::ArtifactRecord {
+                id: a.id.to_string(),
+                size: a.size,
+                media_type: a.media_type,
+            }),
+            metadata: self.metadata,
+        }
+    }
+}
+
 /// The result of an append, or of the replay of a keyed one.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AppendOutcome {

@@ -3,6 +3,7 @@
 
 use crate::assemble::{Assembler, ReadyChain};
 use crate::diag::{Diagnostic, Diags};
+use crate::events::{EventMapper, EventRecord};
 use crate::ir::Chain;
 use crate::lex::{InputFormat, Reader, RecConsumer, TraceFormat};
 use crate::lower::{AdaptiveView, UiOptions, UiView};
@@ -167,6 +168,11 @@ impl Compiler {
 
     pub fn finish(mut self) -> Result<CompiledTrace, CompileError> {
         self.reader.finish(&mut self.assembler, &mut self.diags);
+        self.finish_read()
+    }
+
+    /// Finishes once the reader has seen the whole input.
+    fn finish_read(mut self) -> Result<CompiledTrace, CompileError> {
         // Lexing and parsing report separately; order by line either way.
         self.diags.items.sort_by_key(|d| (d.line, d.col));
         if self.strict
@@ -189,6 +195,39 @@ pub fn compile_trace(bytes: &[u8], stem: &str, opts: CompileOptions) -> Result<C
     let mut compiler = Compiler::new(stem, opts);
     compiler.push(bytes);
     compiler.finish()
+}
+
+/// A record goes to the compiler's assembler and to the events mapping, so one lexing pass
+/// gives both.
+struct Tee<'a> {
+    assembler: &'a mut Assembler,
+    events: &'a mut EventMapper,
+}
+
+impl RecConsumer for Tee<'_> {
+    fn rec(&mut self, rec: Rec<'_>, d: &mut Diags) {
+        self.events.map(&rec);
+        self.assembler.rec(rec, d);
+    }
+}
+
+/// Compiles a whole input and maps it to events (what an import stores) in one lexing pass: the
+/// same chains as [`compile_trace`] and the same events as [`crate::trace_events`].
+pub fn compile_with_events(
+    bytes: &[u8],
+    stem: &str,
+    opts: CompileOptions,
+) -> Result<(CompiledTrace, Vec<EventRecord>), CompileError> {
+    let mut compiler = Compiler::new(stem, opts);
+    let mut events = EventMapper::default();
+    if !compiler.reader.halted {
+        let mut tee = Tee { assembler: &mut compiler.assembler, events: &mut events };
+        compiler.reader.push(bytes, &mut tee, &mut compiler.diags);
+    }
+    let mut tee = Tee { assembler: &mut compiler.assembler, events: &mut events };
+    compiler.reader.finish(&mut tee, &mut compiler.diags);
+    let trace = compiler.finish_read()?;
+    Ok((trace, events.into_events()))
 }
 
 /// What to lower each chain to.

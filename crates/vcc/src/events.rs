@@ -60,7 +60,7 @@ pub fn trace_events(
 }
 
 #[derive(Default)]
-struct EventMapper {
+pub(crate) struct EventMapper {
     events: Vec<EventRecord>,
     calls: HashMap<String, String>,
 }
@@ -74,6 +74,18 @@ struct Ctx<'m> {
 
 impl RecConsumer for EventMapper {
     fn rec(&mut self, rec: Rec<'_>, _d: &mut Diags) {
+        self.map(&rec);
+    }
+}
+
+impl EventMapper {
+    /// The events mapped so far.
+    pub(crate) fn into_events(self) -> Vec<EventRecord> {
+        self.events
+    }
+
+    /// Maps one record (by reference, so the same record can also be compiled).
+    pub(crate) fn map(&mut self, rec: &Rec<'_>) {
         let mut usage = serde_json::Map::new();
         if let Some(u) = &rec.stats.usage {
             usage.insert("usage".into(), to_serde(u));

@@ -9,15 +9,17 @@
 //! always a physical line, except that a header or label built from an input string containing
 //! `\n` (a tool name, a media type) stays one logical line, exactly as in the reference.
 
+use memex_pointer::LineRange;
 use serde::Serialize;
 
 /// The 30 × U+2550 separator line between sections.
 pub const SEPARATOR: &str = "══════════════════════════════";
 
-/// Who speaks in a section, i.e. which header it has.
+/// Who speaks in a section, i.e. which header it has. Finer than an event's role
+/// (`memex_event::Role`): a tool error and each memex label keep their own header.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Role {
+pub enum SectionRole {
     User,
     Assistant,
     System,
@@ -29,16 +31,16 @@ pub enum Role {
     Other(String),
 }
 
-impl Role {
+impl SectionRole {
     /// The role name as used in JSON output and predicates.
     pub fn as_str(&self) -> &str {
         match self {
-            Role::User => "user",
-            Role::Assistant => "assistant",
-            Role::System => "system",
-            Role::Tool => "tool",
-            Role::ToolError => "tool_error",
-            Role::Other(label) => label,
+            SectionRole::User => "user",
+            SectionRole::Assistant => "assistant",
+            SectionRole::System => "system",
+            SectionRole::Tool => "tool",
+            SectionRole::ToolError => "tool_error",
+            SectionRole::Other(label) => label,
         }
     }
 }
@@ -232,12 +234,12 @@ impl Block {
     }
     /// Full-view lines of the whole block, delimiters included.
     pub fn range(&self) -> LineRange {
-        LineRange::new(self.first_line, self.last_line)
+        LineRange { first: self.first_line, last: self.last_line }
     }
     /// Full-view lines of the body (the searchable node); `None` for an empty tool call.
     pub fn body_range(&self) -> Option<LineRange> {
         let n = self.body.line_count();
-        (n > 0).then(|| LineRange::new(self.body_start, self.body_start + n - 1))
+        (n > 0).then(|| LineRange { first: self.body_start, last: self.body_start + n - 1 })
     }
     /// The body text, lines joined with `\n`.
     pub fn text(&self) -> &str {
@@ -251,7 +253,7 @@ impl Block {
 /// One section: an optional separator, a header, blocks.
 #[derive(Debug, Clone)]
 pub struct Section {
-    pub(crate) role: Role,
+    pub(crate) role: SectionRole,
     pub(crate) header: String,
     pub(crate) blocks: std::ops::Range<u32>,
     pub(crate) header_line: u32,
@@ -260,7 +262,7 @@ pub struct Section {
 }
 
 impl Section {
-    pub fn role(&self) -> &Role {
+    pub fn role(&self) -> &SectionRole {
         &self.role
     }
     pub fn header(&self) -> &str {
@@ -268,7 +270,7 @@ impl Section {
     }
     /// Header line through the last content line (the separator before it excluded).
     pub fn range(&self) -> LineRange {
-        LineRange::new(self.header_line, self.last_line)
+        LineRange { first: self.header_line, last: self.last_line }
     }
     /// Indices into [`Chain::blocks`].
     pub fn block_indices(&self) -> std::ops::Range<usize> {
@@ -277,28 +279,6 @@ impl Section {
     /// The input record's timestamp, when it had one.
     pub fn timestamp(&self) -> Option<&str> {
         self.timestamp.as_deref()
-    }
-}
-
-/// An inclusive, 1-based range of full-view lines.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-pub struct LineRange {
-    pub start: u32,
-    pub end: u32,
-}
-
-impl LineRange {
-    pub fn new(start: u32, end: u32) -> Self {
-        LineRange { start, end }
-    }
-    pub fn contains(&self, line: u32) -> bool {
-        (self.start..=self.end).contains(&line)
-    }
-}
-
-impl std::fmt::Display for LineRange {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}-{}", self.start, self.end)
     }
 }
 

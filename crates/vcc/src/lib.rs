@@ -67,12 +67,12 @@ mod tool;
 
 pub use compile::{
     ChainViews, Compilation, CompileError, CompileOptions, CompiledTrace, Compiler, Lexer, Records, ViewOptions,
-    compile, compile_trace,
+    compile, compile_trace, compile_with_events,
 };
 pub use diag::{Diagnostic, Severity};
 pub use events::{EventRecord, trace_events};
-pub use ir::{Block, BlockKind, Chain, ChainFiles, LineRange, MediaFile, Role, SEPARATOR, Section, Speaker};
-pub use lex::{InputFormat, TraceFormat};
+pub use ir::{Block, BlockKind, Chain, ChainFiles, MediaFile, SEPARATOR, Section, SectionRole, Speaker};
+pub use lex::{InputFormat, TraceFormat, UnknownFormat};
 pub use lines::{LineInfo, LineKind};
 pub use lower::{
     AdaptiveView, TransposedEntry, UiOptions, UiPointer, UiPointerKind, UiView, short_name, transposed_view,
@@ -81,6 +81,17 @@ pub use predicate::{
     Candidate, Hit, LineMatcher, Lines, Literal, Match, PatternError, Predicate, PredicateSpec, PyRegex, RoleFilter,
     Terms,
 };
+
+/// The stem VCC.py names a file's views after, `os.path.splitext(os.path.basename(path))[0]`:
+/// the file name without its last extension, where leading dots do not start one (`.trace` and
+/// `..foo` keep their names). Both `/` and `\` separate directories.
+pub fn stem_of(path: &str) -> String {
+    let base = path.rsplit(['/', '\\']).next().unwrap_or(path);
+    match base.rfind('.') {
+        Some(at) if base[..at].chars().any(|c| c != '.') => base[..at].to_owned(),
+        _ => base.to_owned(),
+    }
+}
 
 /// Counts words the way the reference's summary lines do (non-whitespace tokens).
 pub fn word_count(text: &str) -> usize {
@@ -97,5 +108,20 @@ mod tests {
     fn compiled_ir_is_send_and_sync() {
         assert_send_sync::<CompiledTrace>();
         assert_send_sync::<Chain>();
+    }
+}
+
+#[cfg(test)]
+mod stem_tests {
+    use super::stem_of;
+
+    #[test]
+    fn stems_are_python_splitext_of_the_base_name() {
+        assert_eq!(stem_of("a/b/trace.jsonl"), "trace");
+        assert_eq!(stem_of("C:\\x\\t.tar.gz"), "t.tar");
+        assert_eq!(stem_of(".trace"), ".trace");
+        assert_eq!(stem_of("..foo"), "..foo");
+        assert_eq!(stem_of("a..b"), "a.");
+        assert_eq!(stem_of("noext"), "noext");
     }
 }

@@ -1,6 +1,8 @@
 //! Line lookups into the full view: what a `ReadLines(session:start-end)` call serves.
 
-use crate::ir::{Block, Chain, LineRange, Role, SEPARATOR};
+use memex_pointer::LineRange;
+
+use crate::ir::{Block, Chain, SEPARATOR, SectionRole};
 use serde::Serialize;
 
 /// What a full-view line is.
@@ -35,7 +37,7 @@ pub struct LineInfo {
     /// Index into [`Chain::sections`].
     pub section: Option<usize>,
     /// The section's role.
-    pub role: Option<Role>,
+    pub role: Option<SectionRole>,
     /// Index into [`Chain::blocks`].
     pub block: Option<usize>,
     /// The block's node type (`user`, `thinking`, `tool_call`, …).
@@ -43,7 +45,7 @@ pub struct LineInfo {
 }
 
 /// Where a line sits: its section (index, role) and block (index, block), when it has them.
-type At<'a> = (Option<usize>, Option<&'a Role>, Option<(usize, &'a Block)>);
+type At<'a> = (Option<usize>, Option<&'a SectionRole>, Option<(usize, &'a Block)>);
 
 /// Walks the lines of a range, handing each wanted one to `sink`.
 struct Collector<'s> {
@@ -87,9 +89,9 @@ impl Chain {
 
     fn walk_lines(&self, range: LineRange, sink: &mut dyn FnMut(u32, &str, LineKind, At<'_>)) {
         let mut c = Collector { range, sink };
-        let first = self.sections.partition_point(|s| s.last_line < range.start);
+        let first = self.sections.partition_point(|s| s.last_line < range.first);
         for (i, s) in self.sections.iter().enumerate().skip(first) {
-            if s.header_line.saturating_sub(2) > range.end {
+            if s.header_line.saturating_sub(2) > range.last {
                 break;
             }
             let at = (Some(i), Some(&s.role), None);
@@ -110,9 +112,9 @@ impl Chain {
         self.tail_lines(&mut c);
     }
 
-    fn block_lines(&self, c: &mut Collector<'_>, section: (usize, &Role), block: (usize, &Block)) {
+    fn block_lines(&self, c: &mut Collector<'_>, section: (usize, &SectionRole), block: (usize, &Block)) {
         let b = block.1;
-        if b.last_line < c.range.start || b.first_line > c.range.end {
+        if b.last_line < c.range.first || b.first_line > c.range.last {
             return;
         }
         let at = (Some(section.0), Some(section.1), Some(block));
@@ -122,7 +124,7 @@ impl Chain {
         }
         for (k, line) in b.body_lines().enumerate() {
             let n = b.body_start + k as u32;
-            if n > c.range.end {
+            if n > c.range.last {
                 break;
             }
             c.push(n, line, LineKind::Body, at);

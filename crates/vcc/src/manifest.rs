@@ -2,9 +2,32 @@
 //! metadata behind them. Serialisation is deterministic (struct field order, chain order).
 
 use crate::compile::ChainViews;
-use crate::ir::{BlockKind, Chain, ChainFiles, LineRange, Role};
+use memex_pointer::LineRange;
+
+use crate::ir::{BlockKind, Chain, ChainFiles, SectionRole};
 use crate::lower::{AdaptiveView, UiPointer};
 use serde::Serialize;
+
+/// A range as this JSON has always named its ends, `{"start": 18, "end": 21}` (it predates the
+/// shared `LineRange`, whose ends are `first` and `last`).
+pub(crate) mod start_end {
+    use memex_pointer::LineRange;
+    use serde::{Serialize, Serializer};
+
+    #[derive(Serialize)]
+    struct Wire {
+        start: u32,
+        end: u32,
+    }
+
+    pub fn range<S: Serializer>(r: &LineRange, s: S) -> Result<S::Ok, S::Error> {
+        Wire { start: r.first, end: r.last }.serialize(s)
+    }
+
+    pub fn opt<S: Serializer>(r: &Option<LineRange>, s: S) -> Result<S::Ok, S::Error> {
+        r.map(|r| Wire { start: r.first, end: r.last }).serialize(s)
+    }
+}
 
 /// Everything about one chain.
 #[derive(Debug, Serialize)]
@@ -43,6 +66,7 @@ pub struct AdaptiveManifest<'a> {
 pub struct HitEntry {
     pub block: usize,
     pub pointer_line: u32,
+    #[serde(serialize_with = "start_end::opt")]
     pub body: Option<LineRange>,
     pub lines: Vec<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -51,9 +75,10 @@ pub struct HitEntry {
 
 #[derive(Debug, Serialize)]
 pub struct SectionEntry<'a> {
-    pub role: &'a Role,
+    pub role: &'a SectionRole,
     pub header: &'a str,
     /// Header line through the last content line.
+    #[serde(serialize_with = "start_end::range")]
     pub range: LineRange,
     pub blocks: std::ops::Range<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -64,15 +89,17 @@ pub struct SectionEntry<'a> {
 pub struct BlockEntry<'a> {
     pub section: usize,
     /// The role of the block's section.
-    pub role: &'a Role,
+    pub role: &'a SectionRole,
     pub node_type: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_name: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_id: Option<&'a str>,
     /// The whole block, delimiters included.
+    #[serde(serialize_with = "start_end::range")]
     pub range: LineRange,
     /// The searchable body (what adaptive pointers cite).
+    #[serde(serialize_with = "start_end::opt")]
     pub body: Option<LineRange>,
 }
 
@@ -104,7 +131,7 @@ fn adaptive<'a>(chain: &Chain, view: &'a AdaptiveView) -> AdaptiveManifest<'a> {
         .zip(&view.pointer_lines)
         .map(|(h, &pointer_line)| {
             let body = chain.blocks()[h.block].body_range();
-            let start = body.map_or(0, |r| r.start);
+            let start = body.map_or(0, |r| r.first);
             HitEntry {
                 block: h.block,
                 pointer_line,

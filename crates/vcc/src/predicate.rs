@@ -6,7 +6,7 @@
 //! (BM25, embeddings) implements [`Predicate`] directly, scores the candidates, keeps its top k
 //! and may leave a hit's `lines` empty (the view then prints only the block's pointer).
 
-use crate::ir::{Block, BlockKind, Body, Role};
+use crate::ir::{Block, BlockKind, Body, SectionRole};
 use regex::Regex;
 use serde::Serialize;
 use thiserror::Error;
@@ -17,7 +17,7 @@ pub struct Candidate<'a> {
     /// Index into [`crate::Chain::blocks`].
     pub block: usize,
     /// The role of the block's section.
-    pub role: &'a Role,
+    pub role: &'a SectionRole,
     pub kind: &'a BlockKind,
     /// Full-view line of the body's first line.
     pub first_line: u32,
@@ -25,7 +25,7 @@ pub struct Candidate<'a> {
 }
 
 impl<'a> Candidate<'a> {
-    pub(crate) fn new(block: usize, b: &'a Block, role: &'a Role) -> Self {
+    pub(crate) fn new(block: usize, b: &'a Block, role: &'a SectionRole) -> Self {
         Candidate { block, role, kind: &b.kind, first_line: b.body_start, body: &b.body }
     }
 

@@ -131,7 +131,7 @@ fn malformed_line_is_reported_and_skipped() {
 fn line_lookup_serves_pointers() {
     let trace = auto(&fixture("claude-code", "spotter__short.jsonl"));
     let chain = &trace.chains()[0];
-    let lines = chain.read_lines(memex_vcc::LineRange::new(18, 21));
+    let lines = chain.read_lines(memex_pointer::LineRange { first: 18, last: 21 });
     let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
     assert_eq!(
         texts,
@@ -171,4 +171,32 @@ fn blocks_remember_the_input_line_they_came_from() {
             );
         }
     }
+}
+
+#[test]
+fn one_lexing_pass_compiles_and_maps_every_fixture_alike() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/traces");
+    let mut seen = 0;
+    for dir in ["claude-code", "codex", "gemini-cli-json"] {
+        for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+            let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+            let opts = CompileOptions::default();
+            let (trace, events) = memex_vcc::compile_with_events(&bytes, "t", opts).unwrap();
+            let alone = compile_trace(&bytes, "t", opts).unwrap();
+            assert_eq!(trace.format(), alone.format());
+            assert_eq!(trace.diagnostics(), alone.diagnostics());
+            let views = |t: &memex_vcc::CompiledTrace| t.chains().iter().map(|c| c.full_view()).collect::<Vec<_>>();
+            assert_eq!(views(&trace), views(&alone));
+            assert_eq!(events, trace_events(&bytes, InputFormat::Auto, false).unwrap().0);
+            seen += 1;
+        }
+    }
+    assert!(seen >= 3, "fixtures of every format: {seen}");
+    // Strict mode fails the same way.
+    let bad = fixture("claude-code", "entire__37995ebed6e4-2.jsonl");
+    let strict = CompileOptions { format: InputFormat::Auto, strict: true };
+    assert_eq!(
+        memex_vcc::compile_with_events(&bad, "t", strict).map(|_| ()),
+        compile_trace(&bad, "t", strict).map(|_| ())
+    );
 }

@@ -2,9 +2,8 @@
 //! appending memex events never changes an earlier full-view line (stable pointers).
 #![allow(clippy::unwrap_used)]
 
-use memex_vcc::{
-    CompileOptions, InputFormat, LineKind, LineRange, Lines, Literal, UiOptions, UiPointerKind, compile_trace,
-};
+use memex_pointer::LineRange;
+use memex_vcc::{CompileOptions, InputFormat, LineKind, Lines, Literal, UiOptions, UiPointerKind, compile_trace};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -76,24 +75,25 @@ fn check_pointers(bytes: &[u8]) {
     let trace = compile_trace(bytes, "prop", CompileOptions::default()).unwrap();
     for chain in trace.chains() {
         let full = chain.full_view();
-        let all = chain.read_lines(LineRange::new(1, chain.full_line_count()));
+        let all = chain.read_lines(LineRange { first: 1, last: chain.full_line_count() });
         assert_eq!(all.len() as u32, chain.full_line_count());
         let joined: Vec<&str> = all.iter().map(|l| l.text.as_str()).collect();
         assert_eq!(joined.join("\n"), full, "read_lines reproduces the full view");
         let n = chain.full_line_count();
         for (a, b) in [(1, n), (n / 3 + 1, n / 2 + 1), (n, n)] {
-            let texts = chain.read_line_texts(LineRange::new(a, b));
-            let infos: Vec<String> = chain.read_lines(LineRange::new(a, b)).into_iter().map(|l| l.text).collect();
+            let texts = chain.read_line_texts(LineRange { first: a, last: b });
+            let infos: Vec<String> =
+                chain.read_lines(LineRange { first: a, last: b }).into_iter().map(|l| l.text).collect();
             assert_eq!(texts, infos, "read_line_texts({a}-{b}) is read_lines' text");
         }
         let ui = chain.ui_view(&UiOptions { truncate: 3, truncate_user: 5 });
         for p in &ui.pointers {
             match &p.kind {
                 UiPointerKind::ToolCall { call, result } => {
-                    assert_eq!(all[call.start as usize - 1].kind, LineKind::Open);
-                    assert_eq!(all[call.end as usize - 1].text, "<<<tool_call");
+                    assert_eq!(all[call.first as usize - 1].kind, LineKind::Open);
+                    assert_eq!(all[call.last as usize - 1].text, "<<<tool_call");
                     if let Some(r) = result {
-                        assert!(all[r.start as usize - 1].text.starts_with("[tool"));
+                        assert!(all[r.first as usize - 1].text.starts_with("[tool"));
                     }
                 }
                 UiPointerKind::Truncated { range } => {
@@ -105,7 +105,7 @@ fn check_pointers(bytes: &[u8]) {
         for hit in &adaptive.hits {
             let body = chain.blocks()[hit.block].body_range().unwrap();
             for &l in &hit.lines {
-                assert!(all[(body.start + l) as usize - 1].text.contains('a'));
+                assert!(all[(body.first + l) as usize - 1].text.contains('a'));
             }
         }
     }
@@ -132,7 +132,7 @@ proptest! {
         let render = |evs: &[String]| {
             let bytes = evs.join("\n");
             let trace = compile_trace(bytes.as_bytes(), "s", CompileOptions { format: InputFormat::Memex, strict: false }).unwrap();
-            trace.chains().first().map(|c| (c.full_view(), c.sections().last().map(|s| s.range().start.saturating_sub(2))))
+            trace.chains().first().map(|c| (c.full_view(), c.sections().last().map(|s| s.range().first.saturating_sub(2))))
         };
         let (Some((before, Some(last_start))), Some((after, _))) = (render(&events[..split]), render(&events)) else {
             return Ok(());

@@ -3,7 +3,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use futures::{FutureExt, Stream, StreamExt};
-use memex_event::{ArtifactId, PreparedBatch, batch_fingerprint, prepare_batch};
+use memex_event::{ArtifactId, NamespaceId, PreparedBatch, Seq, SessionId, batch_fingerprint, prepare_batch};
 use memex_proto::v1 as pb;
 use memex_proto::v1::event_service_server::EventService;
 use memex_store::{Access, AppendOutcome, AppendRequest, Namespace, SeqRange};
@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use crate::convert;
 use crate::state::AppState;
-use crate::status::{check_size, field_status, parse_uuid, store_status};
+use crate::status::{check_size, field_status, parse_uuid, store_status, view_status};
 
 /// Artifact bytes per streamed chunk.
 const ARTIFACT_CHUNK: usize = 64 * 1024;
@@ -69,13 +69,14 @@ impl AppState {
             by_session.entry(e.session_id.clone()).or_default().push(e.seq);
         }
         for (session, seqs) in by_session {
-            let id = parse_uuid("session_id", &session)?;
-            let lines = self.views.event_lines(ns.id, id, &seqs).await?;
+            let id = SessionId(parse_uuid("session_id", &session)?);
+            let seqs: Vec<Seq> = seqs.into_iter().map(Seq).collect();
+            let lines = self.views.event_lines(NamespaceId(ns.id), id, &seqs).await.map_err(|e| view_status(&e))?;
             for e in events.iter_mut().filter(|e| e.session_id == session) {
-                e.lines = lines.get(&e.seq).map(|l| pb::FullViewLines {
+                e.lines = lines.get(&Seq(e.seq)).map(|l| pb::FullViewLines {
                     chain: l.chain,
-                    first_line: l.first_line,
-                    last_line: l.last_line,
+                    first_line: l.range.first,
+                    last_line: l.range.last,
                 });
             }
         }

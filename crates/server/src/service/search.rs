@@ -2,9 +2,9 @@
 //! namespace, and hands it to `memex-search`.
 use std::sync::Arc;
 
+use memex_event::Role;
 use memex_proto::v1 as pb;
 use memex_proto::v1::search_service_server::SearchService;
-use memex_rank::Role;
 use memex_search::{Hit, SearchFilter, SearchRequest, TimeRange};
 use memex_store::Access;
 use tonic::{Request, Response, Status};
@@ -143,8 +143,8 @@ fn hit(h: Hit) -> pb::SearchHit {
             seconds: h.event_time.timestamp(),
             nanos: h.event_time.timestamp_subsec_nanos() as i32,
         }),
-        first_line: h.lines.first_line,
-        last_line: h.lines.last_line,
+        first_line: h.lines.map_or(0, |l| u64::from(l.first)),
+        last_line: h.lines.map_or(0, |l| u64::from(l.last)),
         source: h.source,
         chunk: h.chunk,
         chunk_first_line: h.chunk_first_line,

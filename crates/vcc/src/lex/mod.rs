@@ -45,6 +45,58 @@ pub enum TraceFormat {
     Memex,
 }
 
+/// A format name that is none of memex's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown format {0:?}; expected auto, claude, codex, gemini or memex")]
+pub struct UnknownFormat(pub String);
+
+impl std::str::FromStr for InputFormat {
+    type Err = UnknownFormat;
+
+    /// The names the CLI, the API and stored sessions use; empty means `auto`.
+    fn from_str(s: &str) -> Result<InputFormat, UnknownFormat> {
+        match s {
+            "" | "auto" => Ok(InputFormat::Auto),
+            "claude" => Ok(InputFormat::Claude),
+            "codex" => Ok(InputFormat::Codex),
+            "gemini" => Ok(InputFormat::Gemini),
+            "memex" => Ok(InputFormat::Memex),
+            other => Err(UnknownFormat(other.to_owned())),
+        }
+    }
+}
+
+impl TraceFormat {
+    /// The name stored with an imported session (and parsed back by [`InputFormat`]'s `FromStr`).
+    pub fn name(self) -> &'static str {
+        match self {
+            TraceFormat::Claude => "claude",
+            TraceFormat::Codex => "codex",
+            TraceFormat::Gemini => "gemini",
+            TraceFormat::Memex => "memex",
+        }
+    }
+
+    /// The media type of a raw file in this format: one JSON document, or JSON lines.
+    pub fn media_type(self) -> &'static str {
+        match self {
+            TraceFormat::Gemini => "application/json",
+            _ => "application/x-ndjson",
+        }
+    }
+}
+
+impl From<TraceFormat> for InputFormat {
+    fn from(f: TraceFormat) -> InputFormat {
+        match f {
+            TraceFormat::Claude => InputFormat::Claude,
+            TraceFormat::Codex => InputFormat::Codex,
+            TraceFormat::Gemini => InputFormat::Gemini,
+            TraceFormat::Memex => InputFormat::Memex,
+        }
+    }
+}
+
 /// Receives the records of one input in order.
 pub(crate) trait RecConsumer {
     fn rec(&mut self, rec: Rec<'_>, d: &mut Diags);
@@ -317,5 +369,20 @@ pub(crate) fn tool_input_from_text(text: Cow<'_, str>) -> Value<'_> {
     match parse_document(&text, Schema::Full) {
         Ok((v @ Value::Object(_), _)) => v.into_owned(),
         _ => Value::object([("input", Value::Str(text))]),
+    }
+}
+
+#[cfg(test)]
+mod format_name_tests {
+    use super::*;
+
+    #[test]
+    fn format_names_round_trip() {
+        for f in [TraceFormat::Claude, TraceFormat::Codex, TraceFormat::Gemini, TraceFormat::Memex] {
+            assert_eq!(f.name().parse::<InputFormat>(), Ok(InputFormat::from(f)));
+        }
+        assert_eq!("".parse::<InputFormat>(), Ok(InputFormat::Auto));
+        assert_eq!("auto".parse::<InputFormat>(), Ok(InputFormat::Auto));
+        assert_eq!("yaml".parse::<InputFormat>(), Err(UnknownFormat("yaml".into())));
     }
 }

@@ -103,7 +103,7 @@ pub(crate) fn match_lines(block: &Block, hit: &Hit, short: &str) -> Vec<String> 
     for (i, line) in block.body_lines().enumerate() {
         if wanted.peek() == Some(&&(i as u32)) {
             wanted.next();
-            out.push(format!("  {}: {line}", range.start + i as u32));
+            out.push(format!("  {}: {line}", range.first + i as u32));
         }
     }
     out

@@ -3,7 +3,9 @@
 //! long text truncated with a pointer to the full text.
 
 use super::{LineWriter, short_name};
-use crate::ir::{Block, BlockKind, Body, Chain, LineRange, Role, Section, Speaker};
+use memex_pointer::LineRange;
+
+use crate::ir::{Block, BlockKind, Body, Chain, Section, SectionRole, Speaker};
 use crate::text::{is_meta_user_text, py_split_whitespace, py_strip, strip_noise_xml, truncate_tokens};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -47,9 +49,17 @@ pub struct UiPointer {
 #[serde(tag = "pointer", rename_all = "snake_case")]
 pub enum UiPointerKind {
     /// `* Name "value" (file:call,result)`.
-    ToolCall { call: LineRange, result: Option<LineRange> },
+    ToolCall {
+        #[serde(serialize_with = "crate::manifest::start_end::range")]
+        call: LineRange,
+        #[serde(serialize_with = "crate::manifest::start_end::opt")]
+        result: Option<LineRange>,
+    },
     /// `...(truncated from file:range)`.
-    Truncated { range: LineRange },
+    Truncated {
+        #[serde(serialize_with = "crate::manifest::start_end::range")]
+        range: LineRange,
+    },
 }
 
 /// Memex kinds shown in the UI view (extension kinds `x-…` are not).
@@ -107,14 +117,14 @@ impl Chain {
 
     fn ui_visible(&self, s: &Section) -> bool {
         let shown_role = match &s.role {
-            Role::User | Role::Assistant => true,
-            Role::Other(label) => UI_LABELS.contains(&label.as_str()),
+            SectionRole::User | SectionRole::Assistant => true,
+            SectionRole::Other(label) => UI_LABELS.contains(&label.as_str()),
             _ => false,
         };
         let blocks = &self.blocks[s.block_indices()];
         shown_role
             && blocks.iter().any(has_visible_node)
-            && !(s.role == Role::User && user_hidden(blocks))
+            && !(s.role == SectionRole::User && user_hidden(blocks))
             && !exact_hidden(blocks)
     }
 
@@ -183,12 +193,12 @@ fn exact_hidden(blocks: &[Block]) -> bool {
 /// Which visible assistant sections continue the previous visible (assistant) section.
 fn merged_sections(sections: &[Section], visible: &[bool]) -> Vec<bool> {
     let mut merged = vec![false; sections.len()];
-    let mut prev_visible_role: Option<&Role> = None;
+    let mut prev_visible_role: Option<&SectionRole> = None;
     for (i, s) in sections.iter().enumerate() {
         if !visible[i] {
             continue;
         }
-        merged[i] = s.role == Role::Assistant && prev_visible_role == Some(&Role::Assistant);
+        merged[i] = s.role == SectionRole::Assistant && prev_visible_role == Some(&SectionRole::Assistant);
         prev_visible_role = Some(&s.role);
     }
     merged

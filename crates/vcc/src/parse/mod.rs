@@ -6,7 +6,7 @@
 //! the file has more than one chain (`_1` suffix).
 
 use crate::diag::Diags;
-use crate::ir::{BlockKind, Body, Role, Speaker};
+use crate::ir::{BlockKind, Body, SectionRole, Speaker};
 use crate::json::Value;
 use crate::media::{MediaKind, b64decode, media_ext};
 use crate::pyfmt::to_py_str;
@@ -48,7 +48,7 @@ enum Part {
 
 #[derive(Debug)]
 struct PendingSection {
-    role: Role,
+    role: SectionRole,
     header: PendingHeader,
     blocks: std::ops::Range<u32>,
     timestamp: Option<String>,
@@ -115,7 +115,7 @@ impl ChainBuilder {
         self.sections.len() as u32
     }
 
-    fn push_section(&mut self, role: Role, header: PendingHeader, first_block: u32, ts: Option<String>) {
+    fn push_section(&mut self, role: SectionRole, header: PendingHeader, first_block: u32, ts: Option<String>) {
         self.sections.push(PendingSection {
             role,
             header,
@@ -152,7 +152,7 @@ impl ChainBuilder {
                 );
             }
         }
-        self.push_section(Role::System, PendingHeader::Done("[system]".into()), first, ts);
+        self.push_section(SectionRole::System, PendingHeader::Done("[system]".into()), first, ts);
     }
 
     /// A memex event kind with its own label: `[label]` and one text block.
@@ -164,7 +164,7 @@ impl ChainBuilder {
         };
         let speaker = Speaker::Other(label.to_string());
         self.push_block(BlockKind::Text { speaker }, PendingBody::Done(Body::Lines(text)));
-        let role = Role::Other(label.to_string());
+        let role = SectionRole::Other(label.to_string());
         self.push_section(role, PendingHeader::Done(format!("[{label}]")), first, ts);
     }
 
@@ -182,7 +182,7 @@ impl ChainBuilder {
         let first = self.blocks.len() as u32;
         let line = format!("[compact summary \u{2014} {n} lines]");
         self.push_block(BlockKind::CompactSummary, PendingBody::Done(Body::Line(line)));
-        self.push_section(Role::User, PendingHeader::Done("[user]".into()), first, ts);
+        self.push_section(SectionRole::User, PendingHeader::Done("[user]".into()), first, ts);
     }
 
     /// A user record: text first (one `[user]` section), then one section per tool result.
@@ -192,7 +192,7 @@ impl ChainBuilder {
                 let first = self.blocks.len() as u32;
                 let kind = BlockKind::Text { speaker: Speaker::User };
                 self.push_block(kind, PendingBody::Done(Body::Lines(sanitize(s).into_owned())));
-                self.push_section(Role::User, PendingHeader::Done("[user]".into()), first, ts);
+                self.push_section(SectionRole::User, PendingHeader::Done("[user]".into()), first, ts);
             }
             Value::Array(items) => self.user_blocks(items, names, ts, d),
             Value::Str(_) | Value::Null => {}
@@ -207,7 +207,7 @@ impl ChainBuilder {
             let (first, media_mark) = (self.blocks.len(), self.media.len());
             if self.emit_block_refs(&others, &Speaker::User, d) {
                 let header = PendingHeader::Done("[user]".into());
-                self.push_section(Role::User, header, first as u32, ts.clone());
+                self.push_section(SectionRole::User, header, first as u32, ts.clone());
             } else {
                 self.blocks.truncate(first);
                 self.media.truncate(media_mark);
@@ -243,7 +243,7 @@ impl ChainBuilder {
         if let Some(b) = self.blocks.last_mut() {
             b.tool_id_key = Some(id_key.clone());
         }
-        let role = if is_error { Role::ToolError } else { Role::Tool };
+        let role = if is_error { SectionRole::ToolError } else { SectionRole::Tool };
         let header = PendingHeader::Tool { is_error, id_key, id, explicit };
         self.push_section(role, header, first, ts);
     }
@@ -322,7 +322,7 @@ impl ChainBuilder {
         let Some(open) = self.open.take() else { return };
         if open.has_content {
             let header = PendingHeader::Done("[assistant]".into());
-            self.push_section(Role::Assistant, header, open.first_block, open.timestamp);
+            self.push_section(SectionRole::Assistant, header, open.first_block, open.timestamp);
         } else {
             debug_assert_eq!(self.blocks.len() as u32, open.first_block);
         }

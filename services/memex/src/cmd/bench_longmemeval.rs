@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use chrono::{NaiveDateTime, TimeDelta};
 use memex_event::EventInput;
-use memex_rank::Role;
+use memex_event::Role;
 use memex_rank::eval::{first_appearance, ndcg_any, recall_all, recall_any};
 use memex_search::{SearchFilter, SearchRequest};
 use serde_json::{Value, json};

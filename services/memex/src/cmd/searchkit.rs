@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use memex_event::{ArtifactPolicy, BatchLimits, EventInput, batch_fingerprint, prepare_batch};
-use memex_search::{EmbeddingWorker, SearchIndex, UnknownLineRanges, WorkerOptions};
+use memex_search::{EmbeddingWorker, SearchIndex, WorkerOptions};
 use memex_server::Config;
 use memex_store::{AppendOutcome, AppendRequest, Namespace, NewSession, Store};
 use uuid::Uuid;
@@ -60,7 +60,7 @@ impl Kit {
             store.clone(),
             memex_server::search::index_options(&config),
             embedder.clone(),
-            Arc::new(UnknownLineRanges),
+            Arc::new(memex_pointer::NoFullView),
         ));
         Ok(Kit { config, store, index, embedder, temp_dir })
     }

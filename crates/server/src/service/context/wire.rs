@@ -1,6 +1,6 @@
 //! Wire ↔ domain conversions of the context API. Field paths in errors follow the request.
 use memex_context::{BuiltPack, CompactOutcome};
-use memex_pack::{BlockKind, Budgets, Decision, Exclusion, Outcome, PackItem, Role};
+use memex_pack::{AgentRole, BlockKind, Budgets, Decision, Exclusion, Outcome, PackItem};
 use memex_pointer::{LineRange, SeqRange};
 use memex_proto::v1 as pb;
 use memex_store::{DelegationRow, ManifestRow, ReportRow, TaskStateRow};
@@ -216,12 +216,12 @@ fn budgets_out(b: &Budgets) -> pb::Budgets {
     }
 }
 
-pub fn role(field: &str, r: i32) -> Result<Option<Role>, Status> {
+pub fn role(field: &str, r: i32) -> Result<Option<AgentRole>, Status> {
     match pb::Role::try_from(r) {
         Ok(pb::Role::Unspecified) => Ok(None),
-        Ok(pb::Role::Solo) => Ok(Some(Role::Solo)),
-        Ok(pb::Role::Planner) => Ok(Some(Role::Planner)),
-        Ok(pb::Role::Executor) => Ok(Some(Role::Executor)),
+        Ok(pb::Role::Solo) => Ok(Some(AgentRole::Solo)),
+        Ok(pb::Role::Planner) => Ok(Some(AgentRole::Planner)),
+        Ok(pb::Role::Executor) => Ok(Some(AgentRole::Executor)),
         Err(_) => Err(Status::invalid_argument(format!("{field}: {r} is not a role"))),
     }
 }
@@ -236,11 +236,11 @@ pub fn full_view(field: &str, v: i32, default: bool) -> Result<bool, Status> {
     }
 }
 
-fn role_out(r: Role) -> i32 {
+fn role_out(r: AgentRole) -> i32 {
     match r {
-        Role::Solo => pb::Role::Solo as i32,
-        Role::Planner => pb::Role::Planner as i32,
-        Role::Executor => pb::Role::Executor as i32,
+        AgentRole::Solo => pb::Role::Solo as i32,
+        AgentRole::Planner => pb::Role::Planner as i32,
+        AgentRole::Executor => pb::Role::Executor as i32,
     }
 }
 

@@ -1,5 +1,6 @@
 //! Which role an event speaks with, derived from its kind. Search filters and hits use roles so a
-//! caller can ask for "what the user said" without listing kinds.
+//! caller can ask for "what the user said" without listing kinds. (Not the VCC full view's section
+//! header, `memex_vcc::Role`, nor who asks for a pack, `memex_pack::AgentRole`.)
 
 /// The speaker of an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -32,6 +33,13 @@ impl Role {
 
     pub fn parse(s: &str) -> Option<Role> {
         Role::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+}
+
+impl crate::EventKind {
+    /// The role this kind speaks with.
+    pub fn role(&self) -> Role {
+        role_of_kind(self.as_str())
     }
 }
 

@@ -1,0 +1,93 @@
+//! The seam to a session's full view. Compiled sessions (`memex-views`) answer it; the search
+//! index (stored hits' lines) and the context engine (placing pack items) ask it. One trait, so a
+//! request never goes down into a consumer and back up into the server to learn where an event is.
+
+use futures::future::BoxFuture;
+use memex_event::{NamespaceId, Seq, SessionId};
+
+use crate::{LineRange, ViewBlock};
+
+/// Where an event sits in its session's full views: a trace split by compactions has one full view
+/// per chain (1-based), each with its own line numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct ViewLines {
+    pub chain: u32,
+    pub range: LineRange,
+}
+
+/// Which lines a caller can use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stability {
+    /// The lines of the session's current version.
+    Current,
+    /// Only lines that can never move: an imported trace's (it takes no appends). A live session's
+    /// last section still grows as events arrive, so a caller that stores the answer (the index,
+    /// while indexing) gets `None` for its events.
+    Final,
+}
+
+/// Why the full view could not answer; the kinds a caller acts on differently.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FullViewError {
+    /// The session does not exist in the namespace.
+    #[error("session {0} not found")]
+    SessionNotFound(SessionId),
+    /// The store could not be reached or is overloaded: retry.
+    #[error("the full view is unavailable: {0}")]
+    Unavailable(String),
+    /// Stored data that no longer compiles, or a failed task: a bug, never the caller's fault.
+    #[error("the full view failed: {0}")]
+    Internal(String),
+}
+
+/// A session's full view, as the layers that cite it need it.
+pub trait FullView: Send + Sync {
+    /// Where each event (by seq) sits; `None` for an event that renders no lines (or, with
+    /// [`Stability::Final`], whose lines may still move). One answer per seq, in order.
+    fn lines<'a>(
+        &'a self,
+        namespace: NamespaceId,
+        session: SessionId,
+        seqs: &'a [Seq],
+        stability: Stability,
+    ) -> BoxFuture<'a, Result<Vec<Option<ViewLines>>, FullViewError>>;
+
+    /// Each event's block of the first chain (its range and its lines there), for rendering it
+    /// as the agent will cite it; `None` for one that renders nothing or sits in a later chain
+    /// (pointers cite one line space, so those are cited by seq). `head`: the session's last seq
+    /// when the caller has just read it, so that version's view is used without reading it again.
+    fn blocks<'a>(
+        &'a self,
+        namespace: NamespaceId,
+        session: SessionId,
+        head: Option<Seq>,
+        seqs: &'a [Seq],
+    ) -> BoxFuture<'a, Result<Vec<Option<ViewBlock>>, FullViewError>>;
+}
+
+/// No full view plugged in (an index benchmark, a unit test): nothing is placed, and pointers
+/// cite seqs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoFullView;
+
+impl FullView for NoFullView {
+    fn lines<'a>(
+        &'a self,
+        _: NamespaceId,
+        _: SessionId,
+        seqs: &'a [Seq],
+        _: Stability,
+    ) -> BoxFuture<'a, Result<Vec<Option<ViewLines>>, FullViewError>> {
+        Box::pin(async move { Ok(vec![None; seqs.len()]) })
+    }
+
+    fn blocks<'a>(
+        &'a self,
+        _: NamespaceId,
+        _: SessionId,
+        _: Option<Seq>,
+        seqs: &'a [Seq],
+    ) -> BoxFuture<'a, Result<Vec<Option<ViewBlock>>, FullViewError>> {
+        Box::pin(async move { Ok(vec![None; seqs.len()]) })
+    }
+}

@@ -1,0 +1,172 @@
+//! Compiled sessions: memex's coordinate system, kept warm.
+//!
+//! A session's **full view** (the VCC compiler's output over its events, or over the raw file of an
+//! imported trace) gives the line numbers every pointer cites. This crate compiles sessions,
+//! caches them by version, and answers everything asked of a compiled session:
+//!
+//! * the use cases of `ViewService`: [`Views::import`] (a raw trace becomes a read-only session,
+//!   lexed once), [`Views::render`] (full, UI, adaptive and index views), [`Views::read_lines`]
+//!   (dereference a pointer);
+//! * the [`memex_pointer::FullView`] seam, through which the search index and the context engine
+//!   learn where events sit ([`Views`] implements it);
+//! * [`Views::event_lines`] for `GetEvents` with lines.
+//!
+//! A session's version is its event count: an append makes a new version, so a cached compile is
+//! never stale, and old versions age out of the cache by weight. A live session's export (its
+//! events as the compiler reads them) is kept and extended by the events a new version adds.
+//!
+//! **Architecture invariant:** derived state only. Everything here is rebuilt from the store on a
+//! miss; a cached compile is never consulted for a version other than the session's current one.
+//! **Architecture invariant:** decisions about views are the compiler's (`memex-vcc`); this crate
+//! loads its input, caches its output and validates requests against it.
+
+mod blocks;
+mod compiled;
+mod error;
+mod import;
+mod place;
+mod render;
+mod source;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use memex_event::{NamespaceId, SessionId};
+use memex_store::{Session, Store};
+use memex_vcc::{CompileOptions, CompiledTrace};
+use uuid::Uuid;
+
+pub use compiled::CompiledSession;
+pub use error::ViewError;
+pub use import::{ImportTrace, Imported};
+pub use render::{LinesRead, MAX_READ_LINES, RankedQuery, RenderedView, ViewKind, ViewQuery, ViewRequest};
+
+/// Compiled sessions by session and version. Cheap to clone (the caches are shared).
+#[derive(Clone)]
+pub struct Views {
+    store: Store,
+    /// Async, so that concurrent misses of one version share a single compile.
+    cache: moka::future::Cache<(Uuid, u64), Arc<CompiledSession>>,
+    /// Imported sessions never change: found by id alone, without asking the database.
+    read_only: moka::future::Cache<Uuid, Arc<CompiledSession>>,
+    exports: source::Exports,
+    blocks: blocks::BlockCache,
+    stats: Arc<CacheStats>,
+}
+
+/// How often a compile was found in the cache; read by the server's metrics.
+#[derive(Debug, Default)]
+pub struct CacheStats {
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+impl CacheStats {
+    pub fn hits(&self) -> u64 {
+        self.hits.load(Ordering::Relaxed)
+    }
+
+    pub fn misses(&self) -> u64 {
+        self.misses.load(Ordering::Relaxed)
+    }
+
+    fn hit(&self) {
+        self.hits.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Views {
+    /// `cache_bytes` bounds the compiled sessions (and again the imported ones); a live session's
+    /// kept export gets a quarter of it.
+    pub fn new(store: Store, cache_bytes: u64) -> Views {
+        fn weigh<K>(_: &K, v: &Arc<CompiledSession>) -> u32 {
+            v.weight()
+        }
+        Views {
+            store,
+            cache: moka::future::Cache::builder().max_capacity(cache_bytes).weigher(weigh).build(),
+            read_only: moka::future::Cache::builder().max_capacity(cache_bytes).weigher(weigh).build(),
+            exports: source::exports(cache_bytes / 4),
+            blocks: blocks::cache(),
+            stats: Arc::new(CacheStats::default()),
+        }
+    }
+
+    pub fn stats(&self) -> Arc<CacheStats> {
+        self.stats.clone()
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    async fn remember(&self, compiled: Arc<CompiledSession>) {
+        let s = &compiled.session;
+        if compiled.is_imported() {
+            self.read_only.insert(s.id, compiled).await;
+        } else {
+            self.cache.insert((s.id, s.event_count), compiled).await;
+        }
+    }
+
+    /// [`Views::compiled`], when the caller has just read the session's last seq (`head`): a
+    /// cached compile of that version is used without reading the session row again.
+    pub async fn compiled_at(
+        &self,
+        ns: NamespaceId,
+        session: SessionId,
+        head: Option<u64>,
+    ) -> Result<Arc<CompiledSession>, ViewError> {
+        if let Some(head) = head
+            && let Some(hit) = self.cache.get(&(session.0, head)).await
+            && hit.session.namespace_id == ns.0
+        {
+            self.stats.hit();
+            return Ok(hit);
+        }
+        self.compiled(ns, session).await
+    }
+
+    /// The current version of a session, compiled.
+    pub async fn compiled(&self, ns: NamespaceId, session: SessionId) -> Result<Arc<CompiledSession>, ViewError> {
+        if let Some(hit) = self.read_only.get(&session.0).await
+            && hit.session.namespace_id == ns.0
+        {
+            self.stats.hit();
+            return Ok(hit);
+        }
+        let row = self.store.session(ns.0, session.0).await?;
+        let key = (row.id, row.event_count);
+        if let Some(hit) = self.cache.get(&key).await {
+            self.stats.hit();
+            return Ok(hit);
+        }
+        self.stats.misses.fetch_add(1, Ordering::Relaxed);
+        let imported = row.source.is_some();
+        let compiled = self
+            .cache
+            .try_get_with(key, async { self.compile(ns, row).await.map(Arc::new) })
+            .await
+            .map_err(|e: Arc<ViewError>| Arc::try_unwrap(e).unwrap_or_else(|shared| shared.shared()))?;
+        if imported {
+            self.remember(compiled.clone()).await;
+        }
+        Ok(compiled)
+    }
+
+    async fn compile(&self, ns: NamespaceId, session: Session) -> Result<CompiledSession, ViewError> {
+        let (bytes, stem, format) = source::source_bytes(&self.store, &self.exports, ns.0, &session).await?;
+        let trace = tokio::task::spawn_blocking(move || {
+            memex_vcc::compile_trace(&bytes, &stem, CompileOptions { format, strict: false })
+        })
+        .await
+        .map_err(|e| ViewError::Task(e.to_string()))?
+        .map_err(|e| ViewError::Uncompilable { session: SessionId(session.id), message: e.to_string() })?;
+        Ok(CompiledSession::new(session, trace))
+    }
+
+    /// Caches a compile the caller made (an import compiles the trace it stores).
+    async fn insert(&self, session: Session, trace: CompiledTrace) {
+        self.remember(Arc::new(CompiledSession::new(session, trace))).await;
+    }
+}
