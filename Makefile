@@ -10,8 +10,9 @@ DATABASE_URL      ?= postgres://memex:memex@127.0.0.1:5432/memex
 TEST_DATABASE_URL ?= postgres://memex_test:memex_test@127.0.0.1:5432/postgres
 CARGO             ?= cargo
 BIN               := $${CARGO_TARGET_DIR:-target}/release/memex
+BENCH_BIN         := $${CARGO_TARGET_DIR:-target}/release/memex-bench
 
-.PHONY: run test setup toolchain db model build release lint fmt bench-ingest clean-test-dbs
+.PHONY: run test setup toolchain db model build release release-bench lint fmt bench-ingest clean-test-dbs
 
 run: setup release
 	$(BIN) admin bootstrap --namespace default --key-file .memex/dev.key --database-url $(DATABASE_URL)
@@ -38,6 +39,10 @@ build:
 release:
 	$(CARGO) build --release --locked -p memex
 
+# The benchmarks are a binary of their own (memex-bench); the product binary carries none of them.
+release-bench:
+	$(CARGO) build --release --locked -p memex-bench
+
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
@@ -45,5 +50,5 @@ lint:
 clean-test-dbs:
 	runuser -u postgres -- psql -qAt -c "SELECT 'DROP DATABASE IF EXISTS \"' || datname || '\" WITH (FORCE);' FROM pg_database WHERE datname LIKE 'memex\_t\_%' OR datname LIKE 'memex\_tmpl\_%'" | runuser -u postgres -- psql -q
 
-bench-ingest: setup release
-	$(BIN) bench ingest --database-url $(DATABASE_URL)
+bench-ingest: setup release-bench
+	$(BENCH_BIN) ingest --database-url $(DATABASE_URL)

@@ -1,4 +1,4 @@
-//! Where BuildPack's time goes: cumulative wall time per phase, for `memex bench pack` and
+//! Where BuildPack's time goes: cumulative wall time per phase, for `memex-bench pack` and
 //! profiling. Process-wide counters (relaxed atomics: a few nanoseconds per phase).
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! e.g. `MEMEX_DATABASE__URL`) < command-line flags. Printed at start-up with secrets redacted.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use figment::Figment;
@@ -370,6 +370,8 @@ pub enum ConfigError {
     Invalid(String),
     #[error("configuration: {0}")]
     Figment(#[from] Box<figment::Error>),
+    #[error("configuration file {} does not exist", .0.display())]
+    NoFile(PathBuf),
 }
 
 /// The top-level keys `MEMEX_*` variables may set; other `MEMEX_*` variables (such as the client's
@@ -389,9 +391,21 @@ const SECTIONS: [&str; 11] = [
 ];
 
 impl Config {
+    /// Loads the layered configuration from the file the user named, which must exist, or else
+    /// `./memex.toml` if there is one. Every binary reads its configuration through here (see
+    /// `flags::ConfigArgs`), so they agree on which file counts.
+    pub fn load_from(named: Option<&Path>, overrides: impl Serialize) -> Result<Config, ConfigError> {
+        let file = match named {
+            Some(path) if !path.exists() => return Err(ConfigError::NoFile(path.to_owned())),
+            Some(path) => Some(path.to_owned()),
+            None => Some(PathBuf::from("memex.toml")).filter(|p| p.exists()),
+        };
+        Config::load(file.as_deref(), overrides)
+    }
+
     /// Loads the layered configuration. `file` is read if it exists (a missing default file is
-    /// fine; a missing file the user named is an error, checked by the caller). `overrides` are the
-    /// command-line flags, as a partial config.
+    /// fine; a missing file the user named is an error, checked by `load_from`). `overrides` are
+    /// the command-line flags, as a partial config.
     pub fn load(file: Option<&Path>, overrides: impl Serialize) -> Result<Config, ConfigError> {
         let mut fig = Figment::from(Serialized::defaults(Config::default()));
         if let Some(file) = file {

@@ -9,6 +9,7 @@ pub mod auth;
 pub mod config;
 mod context_seams;
 mod convert;
+pub mod flags;
 pub mod metrics;
 pub mod search;
 mod service;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 /// mimalloc rather than glibc's malloc: a pack allocates and frees thousands of strings (event
 /// texts, view lines) across worker threads, and glibc's arenas spent a quarter of the server's
-/// CPU on it (`memex bench pack`, see CHANGELOG).
+/// CPU on it (`memex-bench pack`, see CHANGELOG).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -22,7 +22,7 @@ enum Command {
     /// Run the gRPC server.
     Serve(cmd::serve::ServeArgs),
     /// Apply database migrations and exit.
-    Migrate(cmd::serve::ConfigArgs),
+    Migrate(memex_server::flags::ConfigArgs),
     /// Print the effective configuration (defaults < memex.toml < MEMEX_* < flags), secrets redacted.
     Config(cmd::serve::ServeArgs),
     /// Administration on the database: namespaces and API keys.
@@ -41,9 +41,6 @@ enum Command {
     Import(cmd::client::ImportArgs),
     /// Rebuild this replica's text indexes from Postgres.
     Reindex(cmd::reindex::ReindexArgs),
-    /// Benchmarks.
-    #[command(subcommand)]
-    Bench(cmd::bench::BenchCommand),
     /// Compile agent traces into VCC views (full, UI, adaptive), like the reference VCC.py.
     View(cmd::view::ViewArgs),
 }
@@ -62,7 +59,6 @@ fn main() -> ExitCode {
         Command::Artifact(a) => cmd::runtime().and_then(|rt| rt.block_on(cmd::client::artifact(a))),
         Command::Import(a) => cmd::runtime().and_then(|rt| rt.block_on(cmd::client::import(a))),
         Command::Reindex(a) => cmd::runtime().and_then(|rt| rt.block_on(cmd::reindex::run(a))),
-        Command::Bench(c) => cmd::runtime().and_then(|rt| rt.block_on(cmd::bench::run(c))),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -4,7 +4,9 @@ use std::path::PathBuf;
 use anyhow::Context;
 use memex_store::{Access, StoreError};
 
-use super::serve::{ConfigArgs, load};
+use memex_server::flags::ConfigArgs;
+
+use super::serve::load;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum AdminCommand {

@@ -3,81 +3,9 @@ use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
 use anyhow::Context;
+use memex_client::Conn;
 use memex_event::{ArtifactRecord, EventRecord};
 use memex_proto::v1 as pb;
-use memex_proto::v1::event_service_client::EventServiceClient;
-use memex_proto::v1::session_service_client::SessionServiceClient;
-use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Channel;
-
-/// How to reach the server.
-#[derive(clap::Args, Debug, Clone)]
-pub struct Conn {
-    /// Server address.
-    #[arg(long, env = "MEMEX_ENDPOINT", default_value = "http://127.0.0.1:50051")]
-    pub endpoint: String,
-    /// Namespace to act in.
-    #[arg(long, short = 'n', env = "MEMEX_NAMESPACE", default_value = "default")]
-    pub namespace: String,
-    /// API key (bearer token).
-    #[arg(long, env = "MEMEX_API_KEY", hide_env_values = true)]
-    pub api_key: Option<String>,
-    /// File holding the API key, used when --api-key is not given.
-    #[arg(long, default_value = ".memex/dev.key")]
-    pub api_key_file: PathBuf,
-}
-
-#[derive(Clone)]
-pub struct Bearer(Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>);
-
-impl tonic::service::Interceptor for Bearer {
-    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
-        if let Some(v) = &self.0 {
-            req.metadata_mut().insert("authorization", v.clone());
-        }
-        Ok(req)
-    }
-}
-
-pub type Authed = InterceptedService<Channel, Bearer>;
-
-/// Clients with the bearer token attached, and generous message limits.
-pub struct Clients {
-    pub events: EventServiceClient<Authed>,
-    pub sessions: SessionServiceClient<Authed>,
-}
-
-impl Conn {
-    pub fn bearer(&self) -> anyhow::Result<Bearer> {
-        let token = match &self.api_key {
-            Some(k) => Some(k.clone()),
-            None => std::fs::read_to_string(&self.api_key_file).ok().map(|s| s.trim().to_owned()),
-        };
-        let value =
-            token.map(|t| format!("Bearer {t}").parse().context("the API key is not printable ASCII")).transpose()?;
-        Ok(Bearer(value))
-    }
-
-    /// A connection to the endpoint, for any service's client.
-    pub async fn channel(&self) -> anyhow::Result<Channel> {
-        Channel::from_shared(self.endpoint.clone())
-            .context("bad --endpoint")?
-            .connect()
-            .await
-            .with_context(|| format!("cannot connect to {}", self.endpoint))
-    }
-
-    pub async fn connect(&self) -> anyhow::Result<Clients> {
-        let channel = self.channel().await?;
-        let bearer = self.bearer()?;
-        Ok(Clients {
-            events: EventServiceClient::with_interceptor(channel.clone(), bearer.clone())
-                .max_decoding_message_size(usize::MAX)
-                .max_encoding_message_size(usize::MAX),
-            sessions: SessionServiceClient::with_interceptor(channel, bearer).max_decoding_message_size(usize::MAX),
-        })
-    }
-}
 
 #[derive(clap::Subcommand, Debug)]
 pub enum SessionCommand {

@@ -1,7 +1,11 @@
 //! `memex reindex`: rebuild this replica's text indexes from Postgres (the source of truth).
 //! Stop the server first, or give another `--index-dir`: a running server keeps writing to the
 //! directory it opened.
-use super::searchkit::{Kit, SearchArgs};
+use std::sync::Arc;
+
+use anyhow::Context;
+use memex_search::SearchIndex;
+use memex_server::flags::SearchArgs;
 
 #[derive(clap::Args, Debug)]
 pub struct ReindexArgs {
@@ -13,15 +17,27 @@ pub struct ReindexArgs {
 }
 
 pub async fn run(args: ReindexArgs) -> anyhow::Result<()> {
-    let mut search = args.search.clone();
-    search.embedding = Some("none".into()); // the text index needs no model
-    let kit = Kit::open(&search, false).await?;
+    // The text index needs no model: `--embedding` is accepted (the search flags are shared) and
+    // ignored, and the index is opened without an embedder.
+    let mut config = args.search.config.load()?;
+    if let Some(d) = &args.search.index_dir {
+        config.search.index_dir = d.display().to_string();
+    }
+    let store =
+        memex_server::connect_store(&config).await.context("connecting to the database (make run sets it up)")?;
+    store.migrate().await?;
+    let index = SearchIndex::new(
+        store.clone(),
+        memex_server::search::index_options(&config),
+        None,
+        Arc::new(memex_pointer::NoFullView),
+    );
     let namespaces = if args.namespaces.is_empty() {
-        kit.store.list_namespaces().await?
+        store.list_namespaces().await?
     } else {
         let mut v = Vec::new();
         for n in &args.namespaces {
-            v.push(kit.store.namespace(n).await?);
+            v.push(store.namespace(n).await?);
         }
         v
     };
@@ -29,14 +45,14 @@ pub async fn run(args: ReindexArgs) -> anyhow::Result<()> {
     let mut total = 0;
     for ns in namespaces {
         let t0 = std::time::Instant::now();
-        let n = kit.index.rebuild(ns.id).await?;
+        let n = index.rebuild(ns.id).await?;
         total += n;
         eprintln!("{}: {n} events indexed in {:.2} s", ns.name, t0.elapsed().as_secs_f64());
     }
     let secs = start.elapsed().as_secs_f64();
     eprintln!(
         "reindexed {total} events into {} in {secs:.2} s ({:.0} events/s)",
-        kit.config.search.index_dir,
+        config.search.index_dir,
         total as f64 / secs.max(1e-9)
     );
     Ok(())

@@ -1,20 +1,7 @@
 //! `memex serve`, `memex migrate`, `memex config`.
-use std::path::PathBuf;
-
 use anyhow::Context;
 use memex_server::Config;
-use serde::Serialize;
-
-/// Where the configuration comes from; shared by every subcommand that reads it.
-#[derive(clap::Args, Debug, Clone)]
-pub struct ConfigArgs {
-    /// Configuration file (default: ./memex.toml if it exists).
-    #[arg(long, short = 'c', env = "MEMEX_CONFIG")]
-    pub config: Option<PathBuf>,
-    /// Database URL (overrides database.url).
-    #[arg(long)]
-    pub database_url: Option<String>,
-}
+use memex_server::flags::{ConfigArgs, Overrides};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServeArgs {
@@ -32,24 +19,9 @@ pub struct ServeArgs {
     pub insecure_disable_auth: bool,
 }
 
-/// The flags, as a partial configuration layered over file and environment.
-#[derive(Serialize, Default)]
-struct Overrides {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    listen: Option<String>,
-    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
-    database: serde_json::Map<String, serde_json::Value>,
-    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
-    auth: serde_json::Map<String, serde_json::Value>,
-    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
-    log: serde_json::Map<String, serde_json::Value>,
-}
-
+/// The configuration `args` name, with `serve`'s flags (if any) layered on top.
 pub fn load(args: &ConfigArgs, serve: Option<&ServeArgs>) -> anyhow::Result<Config> {
     let mut o = Overrides::default();
-    if let Some(url) = &args.database_url {
-        o.database.insert("url".into(), url.clone().into());
-    }
     if let Some(s) = serve {
         o.listen = s.listen.map(|a| a.to_string());
         if s.insecure_disable_auth {
@@ -59,14 +31,7 @@ pub fn load(args: &ConfigArgs, serve: Option<&ServeArgs>) -> anyhow::Result<Conf
             o.log.insert("format".into(), f.clone().into());
         }
     }
-    let file = match &args.config {
-        Some(path) => {
-            anyhow::ensure!(path.exists(), "configuration file {} does not exist", path.display());
-            Some(path.clone())
-        }
-        None => Some(PathBuf::from("memex.toml")).filter(|p| p.exists()),
-    };
-    Ok(Config::load(file.as_deref(), o)?)
+    Ok(args.load_with(o)?)
 }
 
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {

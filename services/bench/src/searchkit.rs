@@ -10,20 +10,7 @@ use memex_server::Config;
 use memex_store::{AppendOutcome, AppendRequest, Namespace, NewSession, Store};
 use uuid::Uuid;
 
-use super::serve::{ConfigArgs, load};
-
-/// Flags every search command takes besides the configuration.
-#[derive(clap::Args, Debug, Clone)]
-pub struct SearchArgs {
-    #[command(flatten)]
-    pub config: ConfigArgs,
-    /// Embedding provider (overrides embedding.provider): minilm, openai or none.
-    #[arg(long, value_parser = ["minilm", "openai", "none"])]
-    pub embedding: Option<String>,
-    /// Text index directory (overrides search.index_dir; benchmarks default to a fresh temporary one).
-    #[arg(long)]
-    pub index_dir: Option<PathBuf>,
-}
+use memex_server::flags::SearchArgs;
 
 pub struct Kit {
     pub config: Config,
@@ -36,7 +23,7 @@ pub struct Kit {
 impl Kit {
     /// Connects and migrates; `temp_index`: use a fresh directory unless `--index-dir` is given.
     pub async fn open(args: &SearchArgs, temp_index: bool) -> anyhow::Result<Kit> {
-        let mut config = load(&args.config, None)?;
+        let mut config = args.config.load()?;
         if let Some(p) = &args.embedding {
             config.embedding.provider = serde_json::from_value(serde_json::Value::String(p.clone()))?;
         }

@@ -1,4 +1,4 @@
-//! The benchmark harnesses run end to end: `memex bench longmemeval` on a small file of the real
+//! The benchmark harnesses run end to end: `memex-bench longmemeval` on a small file of the real
 //! format (the real data is not reachable from here), checked against hand-computed metrics.
 #![allow(clippy::unwrap_used)]
 
@@ -72,8 +72,8 @@ async fn longmemeval_harness_scores_a_small_file_like_the_official_code() {
     let file = dir.join("lme.json");
     std::fs::write(&file, fixture().to_string()).unwrap();
     // The benchmark is its own process, as a user runs it.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_memex"))
-        .args(["bench", "longmemeval", "--embedding", "none", "--database-url", &db.url, "--data"])
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_memex-bench"))
+        .args(["longmemeval", "--embedding", "none", "--database-url", &db.url, "--data"])
         .arg(&file)
         .output()
         .unwrap();

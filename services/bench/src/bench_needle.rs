@@ -1,4 +1,4 @@
-//! `memex bench needle` (TRACE A.8): replays real trajectories, plants needles early (exact
+//! `memex-bench needle` (TRACE A.8): replays real trajectories, plants needles early (exact
 //! hashes, exact error lines, file paths), forces compactions with a small window, then asks for
 //! each needle through BuildPack — the query describes the needle's context, never the needle —
 //! and checks it can be recovered through ExpandManifest and ReadLines. Reports exact-match recall for memex
@@ -16,9 +16,9 @@ use serde_json::json;
 use tokio::sync::Semaphore;
 
 use super::baselines::{Narrative, Truncation};
-use super::client::{Authed, Clients};
-use super::serve::ConfigArgs;
 use super::traces::{Rng, TraceEvent, Trajectory, read_trajectories};
+use memex_client::{Authed, Clients};
+use memex_server::flags::ConfigArgs;
 
 #[derive(clap::Args, Debug)]
 pub struct NeedleArgs {

@@ -1,4 +1,4 @@
-//! `memex bench pack`: BuildPack latency under an open-loop load — W agent workers, each asking
+//! `memex-bench pack`: BuildPack latency under an open-loop load — W agent workers, each asking
 //! for a pack R times per second on schedule (not after the previous answer), over a namespace of
 //! M events made of real trajectories. Latency is measured from each request's scheduled time, so
 //! queueing counts. Reports p50/p90/p99, where the time goes (per BuildPack phase), optionally
@@ -11,9 +11,9 @@ use anyhow::Context;
 use memex_proto::v1 as pb;
 use serde_json::json;
 
-use super::client::Conn;
-use super::serve::ConfigArgs;
 use super::traces::{TraceEvent, read_trajectories};
+use memex_client::Conn;
+use memex_server::flags::ConfigArgs;
 
 #[derive(clap::Args, Debug)]
 pub struct PackArgs {
@@ -155,7 +155,7 @@ fn round(x: f64) -> f64 {
 }
 
 fn source_names(config: &ConfigArgs) -> anyhow::Result<String> {
-    let c = super::serve::load(config, None)?;
+    let c = config.load()?;
     let search = if c.search.enabled {
         "the search index (BM25; vectors too when an embedding provider is configured)"
     } else {

@@ -1,4 +1,4 @@
-//! `memex bench locomo`: the LoCoMo retrieval protocol (notes/benchmarks.md §4) against memex
+//! `memex-bench locomo`: the LoCoMo retrieval protocol (notes/benchmarks.md §4) against memex
 //! search, with no LLM anywhere. Per conversation a fresh namespace; one memex session per LoCoMo
 //! session; every turn one event (`speaker: text`, plus the shared photo's caption) at its session's
 //! date. Each question is searched and the hits mapped back to dialog ids; recall accuracy
@@ -14,11 +14,12 @@ use chrono::{DateTime, NaiveDateTime, TimeDelta, Utc};
 use memex_event::EventInput;
 use memex_rank::eval::recall_share;
 use memex_search::SearchRequest;
+use memex_server::flags::SearchArgs;
 use memex_store::SeqRange;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::searchkit::{Kit, SearchArgs, peak_rss_mib};
+use super::searchkit::{Kit, peak_rss_mib};
 
 #[derive(clap::Args, Debug)]
 pub struct LocomoArgs {

@@ -1,4 +1,4 @@
-//! `memex bench view`: import a trace, then time CompileView (cold, then served from the cache)
+//! `memex-bench view`: import a trace, then time CompileView (cold, then served from the cache)
 //! and ReadLines through gRPC. Prints figures, then one JSON line.
 use std::time::{Duration, Instant};
 

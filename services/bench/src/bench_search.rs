@@ -1,4 +1,4 @@
-//! `memex bench search`: indexing throughput, query latency at scale and embedding throughput.
+//! `memex-bench search`: indexing throughput, query latency at scale and embedding throughput.
 //!
 //! Event text is replayed from real agent traces (the SWE-bench trajectories in
 //! `shared/bench-data/agent-traces`, cut into windows of 2–10 lines with kinds cycling through
@@ -12,10 +12,11 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use memex_event::EventInput;
 use memex_search::{SearchFilter, SearchRequest};
+use memex_server::flags::SearchArgs;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::searchkit::{Kit, SearchArgs, peak_rss_mib};
+use super::searchkit::{Kit, peak_rss_mib};
 
 #[derive(clap::Args, Debug)]
 pub struct SearchBenchArgs {

@@ -1,4 +1,4 @@
-//! `memex bench longmemeval`: the LongMemEval retrieval protocol (notes/benchmarks.md §2) against
+//! `memex-bench longmemeval`: the LongMemEval retrieval protocol (notes/benchmarks.md §2) against
 //! memex search. Per question a fresh namespace holding its haystack — every turn, as events of one
 //! memex session per haystack session, at the session's date — and the question searched with the
 //! role filter `user` (the paper's user-side keys). Turn ids and session ids given to memex are
@@ -19,11 +19,12 @@ use memex_event::EventInput;
 use memex_event::Role;
 use memex_rank::eval::{first_appearance, ndcg_any, recall_all, recall_any};
 use memex_search::{SearchFilter, SearchRequest};
+use memex_server::flags::SearchArgs;
 use serde_json::{Value, json};
 use sha2::Digest;
 use uuid::Uuid;
 
-use super::searchkit::{Kit, SearchArgs, peak_rss_mib};
+use super::searchkit::{Kit, peak_rss_mib};
 
 #[derive(clap::Args, Debug)]
 pub struct LongMemEvalArgs {

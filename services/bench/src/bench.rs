@@ -1,4 +1,4 @@
-//! `memex bench ingest`: durable ingest throughput (batched appends) and single-append latency at
+//! `memex-bench ingest`: durable ingest throughput (batched appends) and single-append latency at
 //! N concurrent writers, through the real gRPC API. Prints figures, then one JSON line.
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -8,8 +8,8 @@ use anyhow::Context;
 use memex_proto::v1 as pb;
 use serde_json::json;
 
-use super::client::{Clients, Conn};
-use super::serve::{ConfigArgs, load};
+use memex_client::{Authed, Clients, Conn};
+use memex_server::flags::ConfigArgs;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum BenchCommand {
@@ -305,7 +305,7 @@ pub async fn start_server_in(
     config: &ConfigArgs,
     namespace: Option<&str>,
 ) -> anyhow::Result<(Conn, tokio::sync::oneshot::Sender<()>, memex_store::Store)> {
-    let mut config = load(config, None)?;
+    let mut config = config.load()?;
     config.auth.enabled = false;
     config.log.filter = "warn".into();
     let store = memex_server::connect_store(&config).await.context("bench needs the database (make run sets it up)")?;
@@ -342,7 +342,7 @@ pub async fn start_server_in(
 
 /// The single-append phase against the store itself (no gRPC), for profiling.
 async fn direct_single(args: &IngestArgs, content: &str) -> anyhow::Result<()> {
-    let config = load(&args.config, None)?;
+    let config = args.config.load()?;
     let store = memex_server::connect_store(&config).await?;
     let ns = store.create_namespace(&format!("bench-{}", ulid::Ulid::generate().to_string().to_lowercase())).await?;
     let mut tasks = Vec::new();
@@ -407,8 +407,8 @@ async fn direct_single(args: &IngestArgs, content: &str) -> anyhow::Result<()> {
 pub async fn context_clients(
     conn: &Conn,
 ) -> anyhow::Result<(
-    memex_proto::v1::context_service_client::ContextServiceClient<super::client::Authed>,
-    memex_proto::v1::task_service_client::TaskServiceClient<super::client::Authed>,
+    memex_proto::v1::context_service_client::ContextServiceClient<Authed>,
+    memex_proto::v1::task_service_client::TaskServiceClient<Authed>,
 )> {
     let channel = conn.channel().await?;
     let bearer = conn.bearer()?;

@@ -1,0 +1,54 @@
+//! `memex-bench`: the memex benchmarks, a binary of their own so the product binary carries none
+//! of them. Each subcommand prints its figures, then one JSON line.
+mod baselines;
+mod bench;
+mod bench_locomo;
+mod bench_longmemeval;
+mod bench_needle;
+mod bench_pack;
+mod bench_search;
+mod bench_view;
+mod searchkit;
+mod traces;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+/// The product's allocator, so that figures taken here (the pack bench runs the server
+/// in-process) are the figures `memex serve` would give.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[derive(Parser)]
+#[command(name = "memex-bench", version, about = "Benchmarks of memex: ingest, views, search, retrieval, packs")]
+struct Cli {
+    #[command(subcommand)]
+    command: bench::BenchCommand,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(anyhow::Error::from)
+        .and_then(|rt| rt.block_on(bench::run(cli.command)));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("memex-bench: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Flags of the subcommands must not clash (clap checks this only when a command is built).
+    #[test]
+    fn cli_definition_is_valid() {
+        super::Cli::command().debug_assert();
+    }
+}
