@@ -78,7 +78,7 @@ pub struct ContextConfig {
     pub standing_limit: u32,
     /// Hits asked of each search source.
     pub search_limit: usize,
-    /// With no search source plugged in, a pack scans (BM25, `memex_pack::bm25_scan`) at most this
+    /// With no search source plugged in, a pack scans (BM25, `memex_rank::bm25`) at most this
     /// many newest events of each session in its scope; 0: no scan, packs draw only on pointers,
     /// standing items and manifest anchors.
     pub scan_events: u32,
@@ -120,7 +120,7 @@ pub struct ContextEngine {
     /// (namespace, session) → the session's task; sessions never change task.
     session_tasks: moka::sync::Cache<(Uuid, Uuid), Option<String>>,
     /// Event id → its word counts for the store scan; events never change.
-    words: moka::sync::Cache<Uuid, Arc<memex_pack::WordCounts>>,
+    words: moka::sync::Cache<Uuid, Arc<memex_rank::TermCounts>>,
     /// (namespace, event id) → the event; events never change.
     events: moka::sync::Cache<(Uuid, Uuid), Arc<memex_store::Event>>,
     /// (namespace, session) → its newest events, with the head they were read at.
@@ -165,7 +165,7 @@ impl ContextEngine {
                 .max_capacity(EVENT_CACHE_BYTES)
                 .build(),
             words: moka::sync::Cache::builder()
-                .weigher(|_, w: &Arc<memex_pack::WordCounts>| u32::try_from(w.weight()).unwrap_or(u32::MAX))
+                .weigher(|_, w: &Arc<memex_rank::TermCounts>| u32::try_from(w.weight()).unwrap_or(u32::MAX))
                 .max_capacity(SCAN_CACHE_BYTES)
                 .build(),
             store,

@@ -6,10 +6,11 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use memex_event::{ArtifactId, EventKind, FieldError, NamespaceId, Seq, SessionId};
 use memex_pack::{
-    AgentRole, Budgets, Candidate, PackError, PackRequest, Relation, RetrievalPack, ScanDoc, ScanParams, Sources,
-    TailEntry, TaskContext, WordCounts, bm25_scan, build_pack, query_terms, scan_terms,
+    AgentRole, Budgets, Candidate, PackError, PackRequest, Relation, RetrievalPack, Sources, TailEntry, TaskContext,
+    build_pack,
 };
 use memex_pointer::{ContextEvent, ViewBlock};
+use memex_rank::{Bm25Doc, Bm25Params, TermCounts, bm25, query_terms};
 use memex_store::{Event, PackChunk, PackRow, SeqRange as StoreSeqRange, StoreError};
 use memex_task::{KeyPointer, TaskState};
 use memex_tokens::Tokenizer;
@@ -35,6 +36,8 @@ pub(crate) const STORE_SCAN: &str = "store-scan";
 
 /// Preceding events of the same session whose text is a scanned event's context.
 const SCAN_CONTEXT_EVENTS: usize = 2;
+/// Bytes of an event's text the scan counts (events keep at most an 8 KiB excerpt of a tool output).
+const MAX_SCAN_BYTES: usize = 16 * 1024;
 
 /// A BuildPack request.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -202,7 +205,7 @@ impl ContextEngine {
             query_text.push('\n');
             query_text.push_str(line);
         }
-        let terms = query_terms(&[&query_text]);
+        let terms = query_terms(&query_text);
         let anchors: Vec<Uuid> = manifests.iter().flat_map(|m| m.anchors.iter().map(|a| a.event_id)).collect();
         let q = SearchQuery {
             namespace_id,
@@ -434,7 +437,7 @@ impl ContextEngine {
                 keys.push((id, kind != "system"));
             }
         }
-        let mut counted: HashMap<Uuid, Arc<WordCounts>> = HashMap::with_capacity(keys.len());
+        let mut counted: HashMap<Uuid, Arc<TermCounts>> = HashMap::with_capacity(keys.len());
         let mut missing: Vec<Uuid> = Vec::new();
         for (id, _) in &keys {
             match self.words.get(id) {
@@ -446,18 +449,18 @@ impl ContextEngine {
         }
         for chunk in missing.chunks(500) {
             for e in self.store.events_by_ids(namespace_id, chunk).await? {
-                let w = Arc::new(WordCounts::of(&e.content));
+                let w = Arc::new(TermCounts::of_prefix(&e.content, MAX_SCAN_BYTES));
                 self.words.insert(e.id, w.clone());
                 counted.insert(e.id, w);
             }
         }
-        let empty = WordCounts::default();
-        let words: Vec<&WordCounts> =
+        let empty = TermCounts::default();
+        let words: Vec<&TermCounts> =
             keys.iter().map(|(id, _)| counted.get(id).map_or(&empty, |w| w.as_ref())).collect();
-        let docs: Vec<ScanDoc<'_>> =
-            words.iter().zip(&contexts).map(|(w, r)| ScanDoc { own: w, context: &words[r.clone()] }).collect();
-        let terms = scan_terms(&q.terms);
-        let hits: Vec<(usize, f32)> = bm25_scan(&docs, &terms, ScanParams::default(), q.limit.saturating_mul(2))
+        let docs: Vec<Bm25Doc<'_>> =
+            words.iter().zip(&contexts).map(|(w, r)| Bm25Doc { own: w, context: &words[r.clone()] }).collect();
+        // The query's terms are the index's: a pack scans as the index would search.
+        let hits: Vec<(usize, f32)> = bm25(&docs, &q.terms, Bm25Params::default(), q.limit.saturating_mul(2))
             .into_iter()
             .filter(|(i, _)| keys[*i].1)
             .take(q.limit)

@@ -13,6 +13,7 @@ pub struct SearchQuery {
     pub namespace_id: Uuid,
     /// The query text: user message, then the task's goals and next actions.
     pub text: String,
+    /// Its terms, as `memex_rank::query_terms` gives them (the index's analyzer).
     pub terms: Vec<String>,
     /// Only events of these sessions.
     pub sessions: Vec<Uuid>,

@@ -15,7 +15,6 @@ pub mod openai;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-pub use memex_rank::cosine;
 
 pub use error::EmbedError;
 pub use minilm::{MiniLm, MiniLmOptions};
@@ -47,17 +46,6 @@ impl<E: Embedder + ?Sized> Embedder for Arc<E> {
     fn embed(&self, texts: Vec<String>) -> BoxFuture<'_, Result<Vec<Vec<f32>>, EmbedError>> {
         (**self).embed(texts)
     }
-}
-
-/// The semantic similarity of `query` to each of `texts` (cosine of their embeddings), in order:
-/// the plain function behind the adaptive view's semantic predicate.
-pub async fn semantic_scores(embedder: &dyn Embedder, query: &str, texts: &[String]) -> Result<Vec<f32>, EmbedError> {
-    let mut all = Vec::with_capacity(texts.len() + 1);
-    all.push(query.to_owned());
-    all.extend(texts.iter().cloned());
-    let vectors = embedder.embed(all).await?;
-    let (q, docs) = vectors.split_first().ok_or_else(|| EmbedError::Protocol("no vector for the query".into()))?;
-    Ok(docs.iter().map(|d| cosine(q, d)).collect())
 }
 
 /// Scales `v` to unit length (left alone if it is all zeros).

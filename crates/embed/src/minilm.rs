@@ -204,7 +204,7 @@ pub fn tiny_random(name: &str, dim: usize, vocab: &[&str]) -> Result<MiniLm, Emb
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::cosine;
+    use memex_rank::cosine;
 
     #[test]
     fn tiny_model_gives_unit_vectors_independent_of_batch_padding() {

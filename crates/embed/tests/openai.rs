@@ -11,7 +11,8 @@ use http_body_util::{BodyExt, Full};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use memex_embed::{EmbedError, Embedder, MiniLm, MiniLmOptions, OpenAiEmbedder, OpenAiOptions, cosine};
+use memex_embed::{EmbedError, Embedder, MiniLm, MiniLmOptions, OpenAiEmbedder, OpenAiOptions};
+use memex_rank::cosine;
 
 /// Serves the embeddings API on 127.0.0.1:0 with `model`; `mode` bends the answers for error tests.
 async fn serve(model: Arc<MiniLm>, mode: &'static str) -> std::net::SocketAddr {

@@ -3,7 +3,7 @@
 //! Candidates (from lexical and vector search, key pointers of the task state, pinned and standing
 //! items, manifest anchors) are scored `base × task-conditioned modifier`: task binding,
 //! superseded ×0.1, premise compatibility, phase and role salience, self-assessment ×2,
-//! constraints floored at 3×. MMR (λ = 0.7) picks a diverse top set, and the packer fills the
+//! constraints floored at 3×. MMR (λ = 0.7, `memex-rank`) picks a diverse top set, and the packer fills the
 //! retrieval block under its budget and per-type quotas, whole items or query-centred excerpts,
 //! each in the adaptive-view form with its provenance. The pack's other blocks — system, task
 //! state, recent tail, user message — each have their own budget.
@@ -17,22 +17,18 @@
 //! gathers candidates and stores packs.
 
 mod candidate;
-mod mmr;
 mod model;
 mod pack;
 mod render;
-mod scan;
 mod score;
 
 pub use candidate::{AgentRole, Candidate, ItemType, QuotaGroup, Relation, Sources, TaskContext, is_assessment_item};
-pub use mmr::{MmrItem, Sketch, mmr_select};
 pub use model::{
     BlockKind, Budgets, Decision, Exclusion, Outcome, PackBlock, PackError, PackItem, PackParams, PackRequest, Quotas,
     RetrievalPack, TailEntry,
 };
 pub use pack::build_pack;
-pub use render::{query_terms, render_item};
-pub use scan::{ScanDoc, ScanParams, WordCounts, bm25_scan, scan_terms, term_hash};
+pub use render::render_item;
 pub use score::{
     BaseWeights, CONSTRAINT_FLOOR, M_MAX, SELF_ASSESSMENT, SUPERSEDED, ScoreParts, phase_salience, score_all,
 };

@@ -5,14 +5,14 @@
 //! `context − headroom` — holds on the exact token count of the exact text returned: running sums
 //! choose the items, then the assembled text is counted and items are dropped (lowest ranked
 //! first) until it fits, so BPE effects at item boundaries can never push a pack over.
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use memex_pointer::{ContextEvent, SessionAliases, ViewBlock};
+use memex_rank::{Sketch, cosine, mmr};
 use memex_tokens::{TokenCounter, truncate_lines};
 use uuid::Uuid;
 
 use crate::candidate::{Candidate, ItemType, QuotaGroup};
-use crate::mmr::{MmrItem, Sketch, mmr_select};
 use crate::model::{
     BlockKind, Decision, Exclusion, Outcome, PackBlock, PackError, PackItem, PackRequest, RetrievalPack, TailEntry,
 };
@@ -295,13 +295,15 @@ fn retrieval_block(req: &PackRequest, in_tail: &[Uuid], counter: &dyn TokenCount
             None => eligible.push(i),
         }
     }
-    let sketches: HashMap<usize, Sketch> = eligible.iter().map(|&i| (i, Sketch::of(&cands[i].event.content))).collect();
-    let mmr_items: Vec<MmrItem<'_>> = eligible
-        .iter()
-        .map(|i| MmrItem { score: parts[*i].score, sketch: &sketches[i], embedding: cands[*i].embedding.as_deref() })
-        .collect();
-    let local_order: Vec<usize> = (0..eligible.len()).collect();
-    let picked = mmr_select(&mmr_items, &local_order, p.max_items, p.lambda);
+    // Similarity: the cosine of the two items' embeddings when both have one, else how alike
+    // their words are.
+    let sketches: Vec<Sketch> = eligible.iter().map(|&i| Sketch::of(&cands[i].event.content)).collect();
+    let relevance: Vec<f64> = eligible.iter().map(|&i| parts[i].score).collect();
+    let similarity = |a: usize, b: usize| match (&cands[eligible[a]].embedding, &cands[eligible[b]].embedding) {
+        (Some(x), Some(y)) if x.len() == y.len() && !x.is_empty() => f64::from(cosine(x, y)).max(0.0),
+        _ => sketches[a].jaccard(&sketches[b]),
+    };
+    let picked = mmr(&relevance, p.max_items, p.lambda, similarity);
 
     let mut aliases = SessionAliases::starting_with(req.session_id);
     let mut r =

@@ -6,40 +6,10 @@ use memex_tokens::TokenCounter;
 
 /// Displayed lines are cut to this many characters (the store keeps them whole).
 const MAX_LINE_CHARS: usize = 600;
-/// Query terms kept.
+/// Query terms an excerpt looks for.
 const MAX_TERMS: usize = 48;
-
-const STOPWORDS: &[&str] = &[
-    "the", "and", "for", "that", "this", "with", "was", "were", "are", "you", "your", "from", "what", "which", "when",
-    "where", "who", "how", "did", "does", "had", "has", "have", "not", "but", "all", "any", "can", "its", "our", "out",
-    "into", "than", "then", "them", "they", "there", "their", "been", "about", "after", "before", "over", "under",
-    "again", "just", "also", "each", "some", "such", "only", "other", "more", "most", "very", "will", "would",
-    "should", "could", "may", "might", "must", "shall", "let", "use", "used", "using", "get", "got", "one", "two",
-    "new", "old", "now", "see", "her", "his", "she", "him", "why", "way", "thing", "things", "please", "show", "tell",
-    "give", "find", "earlier", "exact", "exactly", "remember", "recall",
-];
-
-/// The terms a query is made of: lower-cased words of at least three characters, stop words
-/// removed, first occurrence order, at most 48.
-pub fn query_terms(texts: &[&str]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for t in texts {
-        for w in t.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
-            if w.chars().count() < 3 {
-                continue;
-            }
-            let w = w.to_lowercase();
-            if STOPWORDS.contains(&w.as_str()) || out.contains(&w) {
-                continue;
-            }
-            out.push(w);
-            if out.len() == MAX_TERMS {
-                return out;
-            }
-        }
-    }
-    out
-}
+/// Shorter terms are not looked for: as substrings they would match almost every line.
+const MIN_TERM_CHARS: usize = 3;
 
 /// An item rendered under a cap.
 pub struct Rendered {
@@ -98,7 +68,13 @@ fn excerpt(
     // Rank lines by how many query terms they contain; the head stands in when none match.
     // (A tool output has thousands of lines: each term's searcher is built once, and ASCII lines,
     // most of them, are lowercased in place of a Unicode pass.)
-    let finders: Vec<memchr::memmem::Finder<'_>> = terms.iter().map(memchr::memmem::Finder::new).collect();
+    // Terms are the analyzer's (stemmed: `releas` finds `released` and `releases`).
+    let finders: Vec<memchr::memmem::Finder<'_>> = terms
+        .iter()
+        .filter(|t| t.chars().count() >= MIN_TERM_CHARS)
+        .take(MAX_TERMS)
+        .map(memchr::memmem::Finder::new)
+        .collect();
     let mut low = String::new();
     let mut ranked: Vec<(usize, usize)> = Vec::new();
     for (i, (_, l)) in lines.iter().enumerate() {
@@ -208,14 +184,6 @@ mod tests {
     }
 
     #[test]
-    fn terms_drop_stopwords_and_repeats() {
-        assert_eq!(
-            query_terms(&["What was the checksum of the release tarball?", "checksum release ok"]),
-            vec!["checksum", "release", "tarball"]
-        );
-    }
-
-    #[test]
     fn small_items_are_whole_and_large_ones_excerpted_around_matches() {
         let t = Tokenizer::O200kBase;
         let small = render_item("s1", &event("ok\n"), None, &[], 100, &t).expect("fits");
@@ -227,7 +195,7 @@ mod tests {
         }
         content.push_str("sha256 9f86d081884c7d65  dist/pkg.tar.gz\n");
         content.push_str("more filler\n");
-        let terms = query_terms(&["the sha256 of the dist tarball"]);
+        let terms = memex_rank::query_terms("the sha256 of the dist tarball");
         let big = render_item("s1", &event(&content), None, &terms, 60, &t).expect("excerpt");
         assert!(big.excerpt && big.tokens <= 60);
         assert_eq!(

@@ -1,7 +1,7 @@
-//! The pure core of memex search: how ranked lists are fused (reciprocal-rank fusion), how a result
-//! list is diversified (maximal marginal relevance), how texts are scored by BM25 or by embedding
-//! similarity, how text becomes terms (the one analyzer), how event text is cut into index chunks, and the
-//! adaptive view's ranked predicates (BM25 over a chain's blocks, externally scored blocks).
+//! The ranking core of memex, shared by the index, packs and views: how text becomes terms (the
+//! one analyzer, which the tantivy index registers too), BM25 over texts at hand, how ranked lists
+//! are fused (reciprocal-rank fusion), how a result list is diversified (maximal marginal
+//! relevance), cosine similarity, how event text is cut into index chunks, and retrieval metrics.
 //!
 //! Everything here is a plain function over plain data, so the adapters (tantivy, pgvector, candle,
 //! gRPC) stay thin and this is where the tests are — including property tests.
@@ -15,14 +15,12 @@ pub mod chunk;
 pub mod eval;
 pub mod fusion;
 pub mod mmr;
-pub mod predicate;
 pub mod semantic;
 pub mod text;
 
-pub use bm25::{Bm25, Bm25Params, bm25_scores};
+pub use bm25::{Bm25Doc, Bm25Params, TermCounts, bm25, bm25_scores, term_hash};
 pub use chunk::{Chunk, ChunkOptions, chunk_text};
 pub use fusion::{FusedHit, Part, RankedList, RrfOptions, rrf};
-pub use mmr::mmr;
-pub use predicate::{Bm25Blocks, ScoredBlocks};
-pub use semantic::{cosine, semantic_scores};
-pub use text::{query_terms, tokenize};
+pub use mmr::{Sketch, mmr};
+pub use semantic::cosine;
+pub use text::{for_each_term, query_terms, tokenize};

@@ -1,6 +1,5 @@
 //! Semantic scoring: cosine similarity between embedding vectors. Embedding itself (a model) lives
-//! in `memex-embed`; this is the arithmetic, so the adaptive view's semantic predicate can score a
-//! set of texts once their vectors are known.
+//! in `memex-embed`; this is the arithmetic MMR's similarity uses.
 
 /// Cosine similarity of two vectors; 0 when either is all zeros or their lengths differ.
 pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
@@ -16,11 +15,6 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     if na == 0.0 || nb == 0.0 { 0.0 } else { dot / (na.sqrt() * nb.sqrt()) }
 }
 
-/// The cosine similarity of `query` to each of `docs`, in order.
-pub fn semantic_scores(query: &[f32], docs: &[Vec<f32>]) -> Vec<f32> {
-    docs.iter().map(|d| cosine(query, d)).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -32,6 +26,5 @@ mod tests {
         assert!((cosine(&[1.0, 0.0], &[-1.0, 0.0]) + 1.0).abs() < 1e-6);
         assert_eq!(cosine(&[0.0, 0.0], &[1.0, 0.0]), 0.0);
         assert_eq!(cosine(&[1.0], &[1.0, 0.0]), 0.0);
-        assert_eq!(semantic_scores(&[1.0, 0.0], &[vec![1.0, 0.0], vec![0.0, 1.0]]), vec![1.0, 0.0]);
     }
 }

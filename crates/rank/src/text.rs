@@ -7,18 +7,29 @@
 /// otherwise flood the term dictionary (tantivy's `RemoveLongFilter` uses the same rule).
 pub const MAX_TOKEN_BYTES: usize = 40;
 
-/// The terms of `text`, in order, with repeats.
-pub fn tokenize(text: &str) -> Vec<String> {
+/// Calls `f` with each term of `text`, in order, with repeats: what [`tokenize`] collects, without
+/// a `String` per term (BM25 scans count the terms of every event they read).
+pub fn for_each_term(text: &str, mut f: impl FnMut(&str)) {
     let stemmer = frostem::Stemmer::new(frostem::Algorithm::English);
-    let mut out = Vec::new();
+    let mut lower = String::new();
     for raw in text.split(|c: char| !c.is_alphanumeric()) {
         if raw.is_empty() || raw.len() >= MAX_TOKEN_BYTES {
             continue;
         }
-        let lower =
-            if raw.is_ascii() { raw.to_ascii_lowercase() } else { raw.chars().flat_map(char::to_lowercase).collect() };
-        out.push(stemmer.stem(&lower).into_owned());
+        lower.clear();
+        if raw.is_ascii() {
+            lower.extend(raw.bytes().map(|b| char::from(b.to_ascii_lowercase())));
+        } else {
+            lower.extend(raw.chars().flat_map(char::to_lowercase));
+        }
+        f(&stemmer.stem(&lower));
     }
+}
+
+/// The terms of `text`, in order, with repeats.
+pub fn tokenize(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for_each_term(text, |t| out.push(t.to_owned()));
     out
 }
 

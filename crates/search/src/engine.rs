@@ -398,9 +398,9 @@ impl SearchIndex {
                 let pool_size = fused.len().min(req.candidates);
                 let ids: Vec<Uuid> = fused[..pool_size].iter().map(|h| h.key).collect();
                 let vecs = vectors::vectors_of(self.store.pool(), ns, embedder.info(), &ids).await?;
-                let rel: Vec<f32> = fused[..pool_size].iter().map(|h| h.score).collect();
-                mmr(&rel, req.limit, lambda, |a, b| match (vecs.get(&ids[a]), vecs.get(&ids[b])) {
-                    (Some(x), Some(y)) => memex_rank::cosine(x, y),
+                let rel: Vec<f64> = fused[..pool_size].iter().map(|h| f64::from(h.score)).collect();
+                mmr(&rel, req.limit, f64::from(lambda), |a, b| match (vecs.get(&ids[a]), vecs.get(&ids[b])) {
+                    (Some(x), Some(y)) => f64::from(memex_rank::cosine(x, y)),
                     _ => 0.0,
                 })
             }

@@ -128,3 +128,56 @@ pub fn schema() -> (Schema, Fields) {
     };
     (b.build(), fields)
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use tantivy::tokenizer::TokenStream;
+
+    use super::analyzer;
+
+    fn index_terms(text: &str) -> Vec<String> {
+        let mut a = analyzer();
+        let mut stream = a.token_stream(text);
+        let mut out = Vec::new();
+        while stream.advance() {
+            out.push(stream.token().text.clone());
+        }
+        out
+    }
+
+    /// Packs scan (`memex_rank::bm25` over `TermCounts`) and views rank (`Bm25Blocks`) with the
+    /// ranking core's analyzer; the index with tantivy's. They must agree on every term, or a pack
+    /// built without the index would find other events than the index finds.
+    #[test]
+    fn the_index_and_the_ranking_core_tokenize_alike() {
+        let texts = [
+            "Running tests: FAILED (3 failures) in test_prism_roundtrip",
+            "..foo ..bar/baz.rs:42 — Ünïcödé ÄSTHETIK İstanbul ǅemal straße",
+            "sha256 9f86d081884c7d65a3e3b3b1c8b9e1f2d3c4b5a69788f9e0d1c2b3a4f5e6d7c8 dist/pkg-1.2.3.tar.gz",
+            "THOUGHT: the caller's flakiness isn't the connection pool; it's the retries' jitter.",
+            "",
+        ];
+        for t in texts {
+            assert_eq!(index_terms(t), memex_rank::tokenize(t), "{t:?}");
+        }
+        // Every line of real agent traces.
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../vcc/tests/fixtures/traces/claude-code");
+        let mut lines = 0;
+        for entry in std::fs::read_dir(dir).expect("fixtures") {
+            let text = std::fs::read_to_string(entry.expect("entry").path()).expect("utf-8 trace");
+            for line in text.lines() {
+                assert_eq!(index_terms(line), memex_rank::tokenize(line), "{line:?}");
+                lines += 1;
+            }
+        }
+        assert!(lines > 1000, "{lines} lines");
+    }
+
+    proptest! {
+        #[test]
+        fn any_text_tokenizes_alike(text in "\\PC{0,80}") {
+            prop_assert_eq!(index_terms(&text), memex_rank::tokenize(&text));
+        }
+    }
+}

@@ -25,6 +25,7 @@ mod compiled;
 mod error;
 mod import;
 mod place;
+mod predicate;
 mod render;
 mod source;
 
@@ -39,6 +40,7 @@ use uuid::Uuid;
 pub use compiled::CompiledSession;
 pub use error::ViewError;
 pub use import::{ImportTrace, Imported};
+pub use predicate::{Bm25Blocks, ScoredBlocks};
 pub use render::{LinesRead, MAX_READ_LINES, RankedQuery, RenderedView, ViewKind, ViewQuery, ViewRequest};
 
 /// Compiled sessions by session and version. Cheap to clone (the caches are shared).

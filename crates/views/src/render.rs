@@ -4,9 +4,9 @@ use std::collections::HashMap;
 
 use memex_event::{NamespaceId, Seq, SessionId};
 use memex_pointer::{LineRange, Pointer};
-use memex_rank::{Bm25Blocks, ScoredBlocks};
 use memex_vcc::{Chain, LineInfo, Predicate, PredicateSpec, RoleFilter, TransposedEntry, UiOptions};
 
+use crate::predicate::{Bm25Blocks, ScoredBlocks};
 use crate::{CompiledSession, ViewError, Views};
 
 /// Most lines one `read_lines` returns.

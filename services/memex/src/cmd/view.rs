@@ -160,7 +160,7 @@ fn rewrite_tu(arg: OsString) -> OsString {
 fn build_predicate(cli: &ViewCli) -> Result<Option<Box<dyn Predicate>>, String> {
     if let Some(query) = &cli.bm25 {
         let p: Box<dyn Predicate> = Box::new(
-            memex_rank::Bm25Blocks::new(query, cli.top_k)
+            memex_views::Bm25Blocks::new(query, cli.top_k)
                 .ok_or("--bm25: the query has no searchable term, or --top-k is 0")?,
         );
         if cli.roles.is_empty() {
@@ -301,7 +301,7 @@ impl<'a> Session<'a> {
     ) -> anyhow::Result<Result<CompiledTrace, CompileError>> {
         let opts = CompileOptions { format: self.cli.input_format.into(), strict: self.cli.strict };
         let file = std::fs::File::open(input).context("cannot open")?;
-        let mut compiler = Compiler::new(stem_of(input), opts);
+        let mut compiler = Compiler::new(memex_vcc::stem_of(input), opts);
         read_ahead(file, |chunk| {
             compiler.push(chunk);
             // With --strict a later problem discards the whole input: nothing is written early.
@@ -434,15 +434,6 @@ fn write_chain(chain: &Chain, views: &ChainViews, out_dir: &str) -> anyhow::Resu
 
 fn write_file(path: &str, bytes: &[u8]) -> anyhow::Result<()> {
     std::fs::write(path, bytes).with_context(|| format!("cannot write {path}"))
-}
-
-/// `os.path.splitext(os.path.basename(path))[0]`.
-fn stem_of(path: &str) -> String {
-    let base = path.rsplit('/').next().unwrap_or(path);
-    match base.rfind('.') {
-        Some(at) if base[..at].chars().any(|c| c != '.') => base[..at].to_string(),
-        _ => base.to_string(),
-    }
 }
 
 /// `os.path.join(dir, name)` for a plain file name.
@@ -593,8 +584,8 @@ mod tests {
 
     #[test]
     fn paths_like_python() {
-        assert_eq!(stem_of("dir/a.b.jsonl"), "a.b");
-        assert_eq!(stem_of(".hidden"), ".hidden");
+        assert_eq!(memex_vcc::stem_of("dir/a.b.jsonl"), "a.b");
+        assert_eq!(memex_vcc::stem_of(".hidden"), ".hidden");
         assert_eq!(py_join(".", "x.txt"), "./x.txt");
         assert_eq!(py_join("out/", "x.txt"), "out/x.txt");
         let cwd = Path::new("/work/a");

@@ -1,21 +1,19 @@
 //! Ranked predicates for the VCC adaptive view: BM25 over a chain's own blocks, and blocks scored
-//! elsewhere (the semantic predicate: the server ranks a session's events by their embeddings and
-//! hands the scores in). Both keep the top k blocks; the view sorts them back into conversation
-//! order and shows each with its pointer.
+//! elsewhere (the semantic predicate: the search index ranks a session's events by their
+//! embeddings and hands the scores in). Both keep the top k blocks; the view sorts them back into
+//! conversation order and shows each with its pointer.
 
 use std::collections::{HashMap, HashSet};
 
+use memex_rank::{Bm25Doc, Bm25Params, TermCounts, bm25, query_terms, tokenize};
 use memex_vcc::{Candidate, Hit, Predicate};
-
-use crate::bm25::{Bm25, Bm25Params};
-use crate::text::{query_terms, tokenize};
 
 /// BM25 with the chain's searchable blocks as the corpus: the `top_k` best blocks that share a
 /// term with the query, each showing the lines that contain a query term.
 #[derive(Debug, Clone)]
 pub struct Bm25Blocks {
-    query: String,
-    terms: HashSet<String>,
+    terms: Vec<String>,
+    term_set: HashSet<String>,
     top_k: usize,
     params: Bm25Params,
 }
@@ -23,9 +21,9 @@ pub struct Bm25Blocks {
 impl Bm25Blocks {
     /// `None` when the query has no searchable term (punctuation only) or `top_k` is 0.
     pub fn new(query: &str, top_k: usize) -> Option<Bm25Blocks> {
-        let terms: HashSet<String> = query_terms(query).into_iter().collect();
+        let terms = query_terms(query);
         (!terms.is_empty() && top_k > 0).then(|| Bm25Blocks {
-            query: query.to_owned(),
+            term_set: terms.iter().cloned().collect(),
             terms,
             top_k,
             params: Bm25Params::default(),
@@ -35,19 +33,20 @@ impl Bm25Blocks {
 
 impl Predicate for Bm25Blocks {
     fn select(&self, candidates: &[Candidate<'_>]) -> Vec<Hit> {
-        let texts: Vec<&str> = candidates.iter().map(|c| c.text()).collect();
-        let scores = Bm25::new(&texts, self.params).scores(&self.query);
-        let scored = candidates.iter().zip(scores).filter(|(_, s)| *s > 0.0).map(|(c, s)| (c, f64::from(s)));
-        top_k(scored, self.top_k)
+        // The chain's blocks are the corpus; best first, ties in block order.
+        let counts: Vec<TermCounts> = candidates.iter().map(|c| TermCounts::of(c.text())).collect();
+        let docs: Vec<Bm25Doc<'_>> = counts.iter().map(|own| Bm25Doc { own, context: &[] }).collect();
+        bm25(&docs, &self.terms, self.params, self.top_k)
             .into_iter()
-            .map(|(c, score)| {
+            .map(|(i, score)| {
+                let c = &candidates[i];
                 let lines = c
                     .lines()
                     .enumerate()
-                    .filter(|(_, l)| tokenize(l).iter().any(|t| self.terms.contains(t)))
+                    .filter(|(_, l)| tokenize(l).iter().any(|t| self.term_set.contains(t)))
                     .map(|(i, _)| i as u32)
                     .collect();
-                Hit { block: c.block, lines, score: Some(score) }
+                Hit { block: c.block, lines, score: Some(f64::from(score)) }
             })
             .collect()
     }
