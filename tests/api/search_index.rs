@@ -7,7 +7,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use memex_embed::{EmbedError, Embedder, MiniLm, ModelInfo};
 use memex_proto::v1 as pb;
-use memex_search::{EmbeddingWorker, SearchIndex, SearchIndexOptions, SearchRequest, WorkerOptions, vector_count};
+use memex_search::{EmbeddingWorker, SearchConfig, SearchIndex, SearchRequest, WorkerOptions, vector_count};
 use memex_store::Store;
 use memex_tests::{TestServer, server_or_skip};
 use uuid::Uuid;
@@ -15,8 +15,8 @@ use uuid::Uuid;
 use crate::{call, ev, fixture, result};
 
 fn index(store: &Store, dir: &std::path::Path, embedder: Option<Arc<dyn Embedder>>) -> SearchIndex {
-    let mut opts = SearchIndexOptions::new(dir);
-    opts.chunk.max_bytes = 256; // many chunks per event, to exercise grouping
+    let mut opts = SearchConfig::in_dir(dir.to_string_lossy());
+    opts.chunk_bytes = 256; // many chunks per event, to exercise grouping
     SearchIndex::new(store.clone(), opts, embedder, Arc::new(memex_pointer::NoFullView))
 }
 

@@ -62,47 +62,76 @@ const RECENT_CACHE_BYTES: u64 = 128 * 1024 * 1024;
 
 pub type Result<T, E = ContextError> = std::result::Result<T, E>;
 
-/// The engine's settings (the server maps its `[context]` configuration onto this).
-#[derive(Debug, Clone, PartialEq)]
+/// Most standing items (decisions, constraints, reports, pinned) per pack.
+const STANDING_LIMIT: u32 = 200;
+/// Most events one key pointer expands to.
+const POINTER_LIMIT: u32 = 100;
+
+/// The engine's settings: the `[context]` section of `memex.toml` (the server embeds it).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct ContextConfig {
-    /// Tokenizer of requests that name none.
+    /// Tokenizer of requests that name none: `o200k_base` or `cl100k_base`.
     pub tokenizer: Tokenizer,
-    pub task_state: TaskStateLimits,
+    /// Hard cap on a rendered task-state card, in tokens.
+    pub task_state_max_tokens: usize,
+    /// Cap on a rendered pointer manifest, in tokens.
     pub manifest_max_tokens: usize,
-    pub pack: PackParams,
-    /// Budgets of BuildPack requests that give none.
-    pub budgets: Budgets,
-    /// Newest events of a session read for the recent tail.
+    /// MMR trade-off between relevance and diversity.
+    pub mmr_lambda: f64,
+    /// Most items a retrieval block selects (K_max).
+    pub max_pack_items: usize,
+    /// Newest events of a session read for a pack's recent tail.
     pub tail_events: u32,
-    /// Most standing items (decisions, constraints, reports, pinned) per pack.
-    pub standing_limit: u32,
-    /// Hits asked of each search source.
+    /// Hits asked of each search source per pack.
     pub search_limit: usize,
     /// With no search source plugged in, a pack scans (BM25, `memex_rank::bm25`) at most this
     /// many newest events of each session in its scope; 0: no scan, packs draw only on pointers,
     /// standing items and manifest anchors.
     pub scan_events: u32,
-    /// Most events one key pointer expands to.
-    pub pointer_limit: u32,
-    /// Texts whose token counts are cached.
+    /// Texts whose token counts are cached in memory.
     pub token_cache_entries: u64,
+    /// Budgets of BuildPack requests that leave them unset (`[context.budgets]`).
+    pub budgets: Budgets,
 }
 
 impl Default for ContextConfig {
     fn default() -> Self {
         ContextConfig {
             tokenizer: Tokenizer::O200kBase,
-            task_state: TaskStateLimits::default(),
+            task_state_max_tokens: TaskStateLimits::default().max_tokens,
             manifest_max_tokens: 200,
-            pack: PackParams::default(),
-            budgets: Budgets::default(),
+            mmr_lambda: PackParams::default().lambda,
+            max_pack_items: PackParams::default().max_items,
             tail_events: 200,
-            standing_limit: 200,
             search_limit: 50,
             scan_events: 2000,
-            pointer_limit: 100,
             token_cache_entries: 200_000,
+            budgets: Budgets::default(),
         }
+    }
+}
+
+impl ContextConfig {
+    /// What makes no sense, naming the key.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        if !(0.0..=1.0).contains(&self.mmr_lambda) {
+            return Err("context.mmr_lambda must be within 0..=1".into());
+        }
+        if self.task_state_max_tokens < 50 || self.manifest_max_tokens < 50 || self.max_pack_items == 0 {
+            return Err(
+                "context.task_state_max_tokens and manifest_max_tokens must be >= 50, max_pack_items > 0".into()
+            );
+        }
+        self.budgets.check().map_err(|e| format!("context.{e}"))
+    }
+
+    fn task_state(&self) -> TaskStateLimits {
+        TaskStateLimits { max_tokens: self.task_state_max_tokens, ..TaskStateLimits::default() }
+    }
+
+    fn pack_params(&self) -> PackParams {
+        PackParams { lambda: self.mmr_lambda, max_items: self.max_pack_items, ..PackParams::default() }
     }
 }
 

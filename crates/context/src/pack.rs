@@ -22,7 +22,7 @@ use crate::stats::PhaseClock;
 use crate::stored::{ChunkId, Stored, decompress_chunk, store_pack};
 use crate::task::parse_state;
 use crate::window::{is_evicted, parse_manifest};
-use crate::{ContextEngine, ContextError, Result};
+use crate::{ContextEngine, ContextError, POINTER_LIMIT, Result, STANDING_LIMIT};
 
 /// Newest events read per round trip for the recent tail (the first read takes two pages: one
 /// page rarely fills the default tail budget, and each round trip costs more than the rows).
@@ -218,7 +218,7 @@ impl ContextEngine {
         let (pointed, (standing, system_events), anchored, searched) = tokio::try_join!(
             self.expand_pointers(namespace_id, &state, &scope),
             // The session's system events (the system block) come in the same round trip.
-            self.standing_at(namespace_id, &scope, scope_heads, self.cfg.standing_limit, session_id, SYSTEM_EVENTS),
+            self.standing_at(namespace_id, &scope, scope_heads, STANDING_LIMIT, session_id, SYSTEM_EVENTS),
             async {
                 if anchors.is_empty() { Ok(Vec::new()) } else { self.events_by_ids(namespace_id, &anchors).await }
             },
@@ -275,7 +275,7 @@ impl ContextEngine {
                 historical: req.historical,
             },
             budgets,
-            params: self.cfg.pack,
+            params: self.cfg.pack_params(),
         };
         let pack = build_pack(&request, &counter).map_err(pack_error)?;
         clock.lap(5);
@@ -375,7 +375,7 @@ impl ContextEngine {
                     if let Ok(id) = a.parse::<ArtifactId>() {
                         out.extend(
                             self.store
-                                .events_with_artifact(namespace_id, scope, id.as_bytes(), self.cfg.pointer_limit)
+                                .events_with_artifact(namespace_id, scope, id.as_bytes(), POINTER_LIMIT)
                                 .await?
                                 .into_iter()
                                 .map(Arc::new),
@@ -384,11 +384,7 @@ impl ContextEngine {
                 }
                 KeyPointer::Span { session_id, seqs } => {
                     let range = StoreSeqRange { from: seqs.first, to: Some(seqs.last) };
-                    match self
-                        .store
-                        .events_in_range(namespace_id, *session_id, range, self.cfg.pointer_limit, None)
-                        .await
-                    {
+                    match self.store.events_in_range(namespace_id, *session_id, range, POINTER_LIMIT, None).await {
                         Ok(page) => out.extend(page.events.into_iter().map(Arc::new)),
                         Err(StoreError::SessionNotFound(_)) => {}
                         Err(e) => return Err(e.into()),

@@ -139,7 +139,7 @@ impl ContextEngine {
         };
         let tokenizer = d.tokenizer.unwrap_or(self.cfg.tokenizer);
         let (rendered, tokens) =
-            validate(&task_id, TaskStateVersion(1), &state, &self.cfg.task_state, &self.counter(tokenizer)).map_err(
+            validate(&task_id, TaskStateVersion(1), &state, &self.cfg.task_state(), &self.counter(tokenizer)).map_err(
                 |mut e| {
                     // Name the packet's fields, not the derived state's.
                     e.field = match e.field.split('[').next() {

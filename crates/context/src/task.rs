@@ -30,7 +30,7 @@ impl ContextEngine {
         let tokenizer = u.tokenizer.unwrap_or(self.cfg.tokenizer);
         let version = TaskStateVersion(u.expected_version + 1);
         let (rendered, tokens) =
-            validate(&u.task_id, version, &u.state, &self.cfg.task_state, &self.counter(tokenizer))?;
+            validate(&u.task_id, version, &u.state, &self.cfg.task_state(), &self.counter(tokenizer))?;
         self.resolve_pointers(namespace_id, "state.key_pointers", &u.state.key_pointers).await?;
         let state = serde_json::to_value(&u.state)
             .map_err(|e| ContextError::Corrupt { what: "task state", message: e.to_string() })?;

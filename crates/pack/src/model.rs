@@ -8,6 +8,7 @@ use crate::score::{BaseWeights, ScoreParts};
 /// Per-block budgets in tokens (TRACE §9.1). Invariant checked by [`Budgets::check`]:
 /// `system + task_state + tail + retrieval + user + headroom ≤ context`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Budgets {
     pub context: usize,
     pub system: usize,

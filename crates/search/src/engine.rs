@@ -1,21 +1,18 @@
 //! [`SearchIndex`]: the text indexes of one replica, kept current from Postgres, and hybrid search
 //! over them and the shared vectors.
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use memex_embed::Embedder;
-use memex_event::FieldError;
-use memex_event::role_of_kind;
-use memex_rank::{ChunkOptions, RankedList, RrfOptions, mmr, query_terms, rrf};
+use memex_event::{FieldError, NamespaceId, Seq, SessionId, role_of_kind};
+use memex_pointer::{FullView, LineRange, Stability};
+use memex_rank::{RankedList, RrfOptions, mmr, query_terms, rrf};
 use memex_store::{Event, SeqRange, Store};
 use uuid::Uuid;
 
 use crate::doc::event_docs;
 use crate::text::{ChunkHit, NamespaceIndex, namespace_dir};
-use crate::{Hit, IndexError, RankedEvent, ScoreParts, SearchRequest, SearchResults, vectors};
-use memex_event::{NamespaceId, Seq, SessionId};
-use memex_pointer::{FullView, LineRange, Stability};
+use crate::{Hit, IndexError, RankedEvent, ScoreParts, SearchConfig, SearchRequest, SearchResults, vectors};
 
 /// Most hits one search may return, and most candidates per retriever.
 pub const MAX_LIMIT: usize = 1000;
@@ -24,34 +21,6 @@ pub const MAX_CANDIDATES: usize = 10_000;
 const PAGE: u32 = 2000;
 /// Documents handed to the writer at a time during a catch-up.
 const ADD_BATCH: usize = 20_000;
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct SearchIndexOptions {
-    /// Root of this replica's text indexes (`index.dir`); one subdirectory per namespace.
-    pub dir: PathBuf,
-    pub chunk: ChunkOptions,
-    /// Index at most this many bytes of an artifact's text (0: do not index artifacts).
-    pub max_artifact_bytes: usize,
-    /// Namespaces with at most this many indexed chunks use exact k-NN instead of HNSW.
-    pub exact_knn_max: u64,
-    /// Each event's first chunk also indexes the text of this many preceding events of its
-    /// session (as `context`), up to `context_bytes` of each.
-    pub context_events: usize,
-    pub context_bytes: usize,
-}
-
-impl SearchIndexOptions {
-    pub fn new(dir: impl Into<PathBuf>) -> SearchIndexOptions {
-        SearchIndexOptions {
-            dir: dir.into(),
-            chunk: ChunkOptions::default(),
-            max_artifact_bytes: 1 << 20,
-            exact_knn_max: 50_000,
-            context_events: 2,
-            context_bytes: 512,
-        }
-    }
-}
 
 /// A query's ranking and what hydrating its hits needs: the point-in-time searcher that found
 /// them (chunk addresses mean nothing in another) and each BM25 hit's best chunk.
@@ -65,7 +34,7 @@ struct Ranking {
 /// This replica's search state. Cheap to share (`Arc`); namespaces' indexes open on first use.
 pub struct SearchIndex {
     store: Store,
-    opts: SearchIndexOptions,
+    opts: SearchConfig,
     embedder: Option<Arc<dyn Embedder>>,
     /// Where events sit in their sessions' full views (hits carry their lines).
     full_view: Arc<dyn FullView>,
@@ -75,7 +44,7 @@ pub struct SearchIndex {
 impl SearchIndex {
     pub fn new(
         store: Store,
-        opts: SearchIndexOptions,
+        opts: SearchConfig,
         embedder: Option<Arc<dyn Embedder>>,
         full_view: Arc<dyn FullView>,
     ) -> SearchIndex {
@@ -86,7 +55,7 @@ impl SearchIndex {
         self.embedder.as_ref()
     }
 
-    pub fn options(&self) -> &SearchIndexOptions {
+    pub fn config(&self) -> &SearchConfig {
         &self.opts
     }
 
@@ -95,7 +64,7 @@ impl SearchIndex {
         if let Some(idx) = open.get(&ns) {
             return Ok(idx.clone());
         }
-        let dir = namespace_dir(&self.opts.dir, ns);
+        let dir = namespace_dir(&self.opts.dir(), ns);
         let (idx, _created) = tokio::task::spawn_blocking(move || NamespaceIndex::open(&dir, ns))
             .await
             .map_err(|e| IndexError::Task(e.to_string()))??;
@@ -230,7 +199,7 @@ impl SearchIndex {
             };
             let range = lines.get(i).copied().flatten();
             let ctx: Vec<&str> = context.iter().map(String::as_str).collect();
-            docs.extend(event_docs(e, artifact.as_deref(), range, self.opts.chunk, &ctx.join("\n")));
+            docs.extend(event_docs(e, artifact.as_deref(), range, self.opts.chunk(), &ctx.join("\n")));
             self.push_context(context, e);
         }
         Ok(())
@@ -239,8 +208,8 @@ impl SearchIndex {
     /// Deletes the namespace's text index and builds it again from Postgres. The new index is built
     /// beside the old one and swapped in, so searches keep working meanwhile.
     pub async fn rebuild(&self, ns: Uuid) -> Result<u64, IndexError> {
-        let final_dir = namespace_dir(&self.opts.dir, ns);
-        let tmp = self.opts.dir.join(format!("{ns}.rebuild"));
+        let final_dir = namespace_dir(&self.opts.dir(), ns);
+        let tmp = self.opts.dir().join(format!("{ns}.rebuild"));
         let indexed = {
             let tmp2 = tmp.clone();
             let fresh = tokio::task::spawn_blocking(move || {
@@ -255,7 +224,7 @@ impl SearchIndex {
         };
         let mut open = self.open.lock().await;
         open.remove(&ns);
-        let old = self.opts.dir.join(format!("{ns}.old"));
+        let old = self.opts.dir().join(format!("{ns}.old"));
         let swap = || -> std::io::Result<()> {
             if old.exists() {
                 std::fs::remove_dir_all(&old)?;
@@ -307,7 +276,7 @@ impl SearchIndex {
         if self.embedder.is_none() {
             return Err(IndexError::NoEmbedder);
         }
-        let mut req = SearchRequest::new(query, top_k);
+        let mut req = self.opts.request(query, top_k);
         req.filter.session_ids = vec![session.0];
         req.bm25_weight = 0.0;
         req.vector_weight = 1.0;

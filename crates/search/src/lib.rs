@@ -19,6 +19,7 @@
 //! time (catch-up), in the background loop, or in the embedding worker.
 
 mod collect;
+mod config;
 mod doc;
 mod engine;
 mod error;
@@ -28,7 +29,8 @@ mod text;
 mod vectors;
 mod worker;
 
-pub use engine::{SearchIndex, SearchIndexOptions};
+pub use config::SearchConfig;
+pub use engine::SearchIndex;
 pub use error::IndexError;
 pub use query::{Hit, RankedEvent, ScoreParts, SearchFilter, SearchRequest, SearchResults, TimeRange};
 pub use schema::SCHEMA_VERSION;

@@ -62,24 +62,9 @@ pub struct SearchRequest {
 }
 
 impl SearchRequest {
-    /// A hybrid search with the default fusion settings.
+    /// A hybrid search with the default fusion settings ([`crate::SearchConfig::default`]).
     pub fn new(query: impl Into<String>, limit: usize) -> SearchRequest {
-        SearchRequest {
-            query: query.into(),
-            filter: SearchFilter::default(),
-            limit,
-            bm25_weight: 1.0,
-            vector_weight: 1.0,
-            rrf_k: 60.0,
-            context_weight: 0.5,
-            neighbor_weight: 0.0,
-            session_weight: 0.0,
-            candidates: 100,
-            mmr_lambda: None,
-            with_text: false,
-            with_lines: true,
-            heads_total: None,
-        }
+        crate::SearchConfig::default().request(query, limit)
     }
 }
 

@@ -7,6 +7,9 @@ use std::time::Duration;
 
 use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
+use memex_context::ContextConfig;
+use memex_search::SearchConfig;
+use memex_views::ViewsConfig;
 use serde::{Deserialize, Serialize};
 
 /// The whole server configuration. Every field has a documented default.
@@ -22,7 +25,7 @@ pub struct Config {
     pub views: ViewsConfig,
     pub search: SearchConfig,
     pub embedding: EmbeddingConfig,
-    pub context: ContextSettings,
+    pub context: ContextConfig,
     /// After a shutdown signal, in-flight RPCs get this long to finish before they are cut off.
     pub shutdown_grace_secs: u64,
     pub log: LogConfig,
@@ -85,43 +88,6 @@ pub struct IngestConfig {
     pub group_commit_max_events: usize,
 }
 
-/// The search layer (`memex-search`): this replica's text indexes and the fusion defaults.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct SearchConfig {
-    /// Serve `SearchService` and keep the text indexes current.
-    pub enabled: bool,
-    /// This replica's tantivy indexes (one subdirectory per namespace). Derived state: deleting it
-    /// is safe; it is rebuilt from Postgres.
-    pub index_dir: String,
-    /// Default fusion weights and RRF constant when a request leaves them unset.
-    pub bm25_weight: f32,
-    pub vector_weight: f32,
-    pub rrf_k: f32,
-    /// Default weight of a match in the preceding events' text (see `context_events`).
-    pub context_weight: f32,
-    /// Default neighbour smoothing of the BM25 list (share of the seq ± 1 neighbours' scores).
-    pub neighbor_weight: f32,
-    /// Default session smoothing of the BM25 list (share of the best other hit of the session).
-    pub session_weight: f32,
-    /// Each event's first chunk also indexes the text of this many preceding events of its
-    /// session, up to `context_bytes` of each (changing them needs `memex reindex`).
-    pub context_events: usize,
-    pub context_bytes: usize,
-    /// Default candidates per list before fusion.
-    pub candidates: usize,
-    /// Default MMR lambda.
-    pub mmr_lambda: f32,
-    /// Largest index chunk of event or artifact text, in bytes.
-    pub chunk_bytes: usize,
-    /// Index at most this many bytes of each artifact's text (0: no artifact text).
-    pub max_artifact_bytes: usize,
-    /// Namespaces with at most this many chunks use exact k-NN rather than the HNSW index.
-    pub exact_knn_max: u64,
-    /// How often the background loop catches every namespace's index up, in milliseconds.
-    pub sync_interval_ms: u64,
-}
-
 /// Embeddings: which model, and the background worker that computes them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -156,90 +122,6 @@ pub enum EmbeddingProvider {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct ViewsConfig {
-    /// Memory for compiled sessions (the VCC IR and rendered full views), in bytes.
-    pub cache_bytes: u64,
-}
-
-impl Default for ViewsConfig {
-    fn default() -> Self {
-        ViewsConfig { cache_bytes: 256 * 1024 * 1024 }
-    }
-}
-
-/// The context engine (task state, compaction, retrieval packs).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ContextSettings {
-    /// Tokenizer of requests that name none: `o200k_base` or `cl100k_base`.
-    pub tokenizer: String,
-    /// Hard cap on a rendered task-state card, in tokens.
-    pub task_state_max_tokens: usize,
-    /// Cap on a rendered pointer manifest, in tokens.
-    pub manifest_max_tokens: usize,
-    /// MMR trade-off between relevance and diversity.
-    pub mmr_lambda: f64,
-    /// Most items a retrieval block selects (K_max).
-    pub max_pack_items: usize,
-    /// Newest events of a session read for a pack's recent tail.
-    pub tail_events: u32,
-    /// Hits asked of each search source per pack.
-    pub search_limit: usize,
-    /// With no search index plugged in, a pack scans (BM25) at most this many newest events of
-    /// each session in its scope; 0 turns the scan off.
-    pub scan_events: u32,
-    /// Texts whose token counts are cached in memory.
-    pub token_cache_entries: u64,
-    /// Budgets of BuildPack requests that leave them unset.
-    pub budgets: PackBudgets,
-}
-
-/// Per-block pack budgets, in tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct PackBudgets {
-    pub context: usize,
-    pub system: usize,
-    pub task_state: usize,
-    pub tail: usize,
-    pub retrieval: usize,
-    pub user: usize,
-    pub headroom: usize,
-}
-
-impl Default for ContextSettings {
-    fn default() -> Self {
-        ContextSettings {
-            tokenizer: "o200k_base".to_owned(),
-            task_state_max_tokens: 800,
-            manifest_max_tokens: 200,
-            mmr_lambda: 0.7,
-            max_pack_items: 32,
-            tail_events: 200,
-            search_limit: 50,
-            scan_events: 2000,
-            token_cache_entries: 200_000,
-            budgets: PackBudgets::default(),
-        }
-    }
-}
-
-impl Default for PackBudgets {
-    fn default() -> Self {
-        PackBudgets {
-            context: 32_000,
-            system: 2_000,
-            task_state: 800,
-            tail: 8_000,
-            retrieval: 4_096,
-            user: 4_000,
-            headroom: 4_000,
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
 pub struct LogConfig {
     /// `text` or `json`.
     pub format: LogFormat,
@@ -267,7 +149,7 @@ impl Default for Config {
             views: ViewsConfig::default(),
             search: SearchConfig::default(),
             embedding: EmbeddingConfig::default(),
-            context: ContextSettings::default(),
+            context: ContextConfig::default(),
             shutdown_grace_secs: 30,
             log: LogConfig::default(),
         }
@@ -314,29 +196,6 @@ impl Default for IngestConfig {
             group_commit_shards: 4,
             group_commit_max_request_events: 64,
             group_commit_max_events: 2048,
-        }
-    }
-}
-
-impl Default for SearchConfig {
-    fn default() -> Self {
-        SearchConfig {
-            enabled: true,
-            index_dir: "data/index".to_owned(),
-            bm25_weight: 1.0,
-            vector_weight: 1.0,
-            rrf_k: 60.0,
-            context_weight: 0.5,
-            neighbor_weight: 0.0,
-            session_weight: 0.0,
-            context_events: 2,
-            context_bytes: 512,
-            candidates: 100,
-            mmr_lambda: 0.7,
-            chunk_bytes: 2048,
-            max_artifact_bytes: 1 << 20,
-            exact_knn_max: 50_000,
-            sync_interval_ms: 1000,
         }
     }
 }
@@ -444,18 +303,7 @@ impl Config {
         if self.ingest.excerpt_bytes > self.ingest.artifact_threshold_bytes {
             return bad("ingest.excerpt_bytes must not exceed ingest.artifact_threshold_bytes");
         }
-        let s = &self.search;
-        let weights_ok = [s.bm25_weight, s.vector_weight, s.rrf_k, s.context_weight, s.neighbor_weight]
-            .iter()
-            .all(|w| w.is_finite() && *w >= 0.0);
-        if !weights_ok || (s.bm25_weight == 0.0 && s.vector_weight == 0.0) {
-            return bad(
-                "search.bm25_weight, vector_weight, rrf_k, context_weight, neighbor_weight and session_weight must be finite and >= 0, the weights not both 0",
-            );
-        }
-        if !(0.0..=1.0).contains(&s.mmr_lambda) || s.candidates == 0 || s.chunk_bytes < 64 {
-            return bad("search.mmr_lambda must be 0..=1, search.candidates > 0, search.chunk_bytes >= 64");
-        }
+        self.search.check().map_err(ConfigError::Invalid)?;
         let e = &self.embedding;
         if e.provider == EmbeddingProvider::Openai && (e.base_url.is_empty() || e.dim == 0 || e.model.is_empty()) {
             return bad("embedding.provider = \"openai\" needs embedding.base_url, embedding.model and embedding.dim");
@@ -463,19 +311,7 @@ impl Config {
         if e.batch_size == 0 || e.queue_capacity == 0 {
             return bad("embedding.batch_size and embedding.queue_capacity must be > 0");
         }
-        let c = &self.context;
-        if c.tokenizer.parse::<memex_tokens::Tokenizer>().is_err() {
-            return bad("context.tokenizer must be o200k_base or cl100k_base");
-        }
-        if !(0.0..=1.0).contains(&c.mmr_lambda) {
-            return bad("context.mmr_lambda must be within 0..=1");
-        }
-        if c.task_state_max_tokens < 50 || c.manifest_max_tokens < 50 || c.max_pack_items == 0 {
-            return bad("context.task_state_max_tokens and manifest_max_tokens must be >= 50, max_pack_items > 0");
-        }
-        if let Err(e) = memex_pack::Budgets::from(c.budgets).check() {
-            return Err(ConfigError::Invalid(format!("context.{e}")));
-        }
+        self.context.check().map_err(ConfigError::Invalid)?;
         Ok(())
     }
 
@@ -491,20 +327,6 @@ impl Config {
 
     pub fn shutdown_grace(&self) -> Duration {
         Duration::from_secs(self.shutdown_grace_secs)
-    }
-}
-
-impl From<PackBudgets> for memex_pack::Budgets {
-    fn from(b: PackBudgets) -> Self {
-        memex_pack::Budgets {
-            context: b.context,
-            system: b.system,
-            task_state: b.task_state,
-            tail: b.tail,
-            retrieval: b.retrieval,
-            user: b.user,
-            headroom: b.headroom,
-        }
     }
 }
 
@@ -555,6 +377,36 @@ mod tests {
         std::fs::write(&file, "[limits]\nmax_batch_evnts = 7\n").expect("write");
         let err = Config::load(Some(&file), serde_json::json!({})).expect_err("typo is an error");
         assert!(err.to_string().contains("max_batch_evnts"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The sections owned by other crates keep their documented keys, and a typo in them is still
+    /// an error naming the key.
+    #[test]
+    fn owned_sections_read_their_documented_keys() {
+        let dir = std::env::temp_dir().join(format!("memex-config-owned-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("tmp dir");
+        let file = dir.join("memex.toml");
+        let toml = "[views]\ncache_bytes = 1024\n[search]\nbm25_weight = 0.5\nchunk_bytes = 512\n\
+                    [context]\ntokenizer = \"cl100k_base\"\nmax_pack_items = 9\n[context.budgets]\ntail = 7000\n";
+        std::fs::write(&file, toml).expect("write");
+        let c = Config::load(Some(&file), serde_json::json!({})).expect("load");
+        assert_eq!(c.views.cache_bytes, 1024);
+        assert_eq!((c.search.bm25_weight, c.search.chunk_bytes, c.search.vector_weight), (0.5, 512, 1.0));
+        assert_eq!(c.context.tokenizer, memex_tokens::Tokenizer::Cl100kBase);
+        assert_eq!(c.context.max_pack_items, 9);
+        assert_eq!((c.context.budgets.tail, c.context.budgets.context), (7000, 32_000));
+        assert!(c.redacted().contains("tokenizer = \"cl100k_base\""), "{}", c.redacted());
+        for (bad, key) in [
+            ("[context.budgets]\ntial = 1\n", "tial"),
+            ("[search]\nbm25_wieght = 1\n", "bm25_wieght"),
+            ("[context]\ntokenizer = \"p50k\"\n", "p50k"),
+            ("[context.budgets]\ntail = 40000\n", "exceeds context"),
+        ] {
+            std::fs::write(&file, bad).expect("write");
+            let err = Config::load(Some(&file), serde_json::json!({})).expect_err(bad);
+            assert!(err.to_string().contains(key), "{bad}: {err}");
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -25,7 +25,7 @@ impl CandidateSource for IndexSource {
             if q.text.trim().is_empty() {
                 return Ok(Vec::new());
             }
-            let mut req = memex_search::SearchRequest::new(q.text.clone(), q.limit.max(1));
+            let mut req = self.0.config().request(q.text.clone(), q.limit.max(1));
             req.filter.session_ids = q.sessions.clone();
             req.heads_total = q.heads_total;
             // A pack query (user message + task goals) is long; the vector list needs a model.

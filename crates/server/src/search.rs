@@ -5,8 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use memex_embed::{EmbedError, Embedder, MiniLm, MiniLmOptions, OpenAiEmbedder, OpenAiOptions};
-use memex_rank::ChunkOptions;
-use memex_search::{EmbeddingWorker, SearchIndex, SearchIndexOptions, WorkerOptions};
+use memex_search::{EmbeddingWorker, SearchIndex, WorkerOptions};
 use memex_store::Store;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -37,19 +36,6 @@ pub fn embedder(e: &EmbeddingConfig) -> Result<Option<Arc<dyn Embedder>>, EmbedE
     })
 }
 
-/// The search index options `[search]` describes.
-pub fn index_options(config: &Config) -> SearchIndexOptions {
-    let s = &config.search;
-    SearchIndexOptions {
-        dir: s.index_dir.clone().into(),
-        chunk: ChunkOptions { max_bytes: s.chunk_bytes },
-        max_artifact_bytes: s.max_artifact_bytes,
-        exact_knn_max: s.exact_knn_max,
-        context_events: s.context_events,
-        context_bytes: s.context_bytes,
-    }
-}
-
 pub struct SearchRuntime {
     pub index: Arc<SearchIndex>,
     worker: Option<EmbeddingWorker>,
@@ -70,7 +56,7 @@ impl SearchRuntime {
             return Ok(None);
         }
         let embedder = embedder(&config.embedding)?;
-        let index = Arc::new(SearchIndex::new(store.clone(), index_options(config), embedder.clone(), full_view));
+        let index = Arc::new(SearchIndex::new(store.clone(), config.search.clone(), embedder.clone(), full_view));
         let worker = match (&embedder, config.embedding.worker) {
             (Some(e), true) => {
                 let opts = WorkerOptions {

@@ -18,14 +18,13 @@ pub struct AppState {
     pub views: Views,
     /// The search layer; None when `search.enabled = false`.
     pub search: Option<std::sync::Arc<memex_search::SearchIndex>>,
-    pub search_defaults: crate::config::SearchConfig,
     /// The TRACE context engine (task state, compaction, packs, delegation).
     pub context: memex_context::ContextEngine,
 }
 
 impl AppState {
     pub fn new(store: Store, config: &Config) -> AppState {
-        let views = Views::new(store.clone(), config.views.cache_bytes);
+        let views = Views::new(store.clone(), &config.views);
         AppState {
             metrics: Metrics::new(views.stats()),
             views,
@@ -47,26 +46,7 @@ impl AppState {
             max_message_bytes: config.limits.max_message_bytes,
             max_import_bytes: config.limits.max_import_bytes,
             search: None,
-            search_defaults: config.search.clone(),
-            context: memex_context::ContextEngine::new(store.clone(), context_config(config)),
+            context: memex_context::ContextEngine::new(store.clone(), config.context.clone()),
         }
-    }
-}
-
-/// The engine's settings from the `[context]` section (validated at load).
-fn context_config(config: &Config) -> memex_context::ContextConfig {
-    let c = &config.context;
-    let defaults = memex_context::ContextConfig::default();
-    memex_context::ContextConfig {
-        tokenizer: c.tokenizer.parse().unwrap_or(defaults.tokenizer),
-        task_state: memex_task::TaskStateLimits { max_tokens: c.task_state_max_tokens, ..defaults.task_state },
-        manifest_max_tokens: c.manifest_max_tokens,
-        pack: memex_pack::PackParams { lambda: c.mmr_lambda, max_items: c.max_pack_items, ..defaults.pack },
-        budgets: c.budgets.into(),
-        tail_events: c.tail_events,
-        search_limit: c.search_limit,
-        scan_events: c.scan_events,
-        token_cache_entries: c.token_cache_entries,
-        ..defaults
     }
 }

@@ -43,6 +43,21 @@ pub use import::{ImportTrace, Imported};
 pub use predicate::{Bm25Blocks, ScoredBlocks};
 pub use render::{LinesRead, MAX_READ_LINES, RankedQuery, RenderedView, ViewKind, ViewQuery, ViewRequest};
 
+/// The `[views]` section of `memex.toml`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ViewsConfig {
+    /// Memory for compiled sessions (the VCC IR and rendered full views), in bytes; imported
+    /// traces get as much again, and live sessions' kept exports a quarter.
+    pub cache_bytes: u64,
+}
+
+impl Default for ViewsConfig {
+    fn default() -> Self {
+        ViewsConfig { cache_bytes: 256 * 1024 * 1024 }
+    }
+}
+
 /// Compiled sessions by session and version. Cheap to clone (the caches are shared).
 #[derive(Clone)]
 pub struct Views {
@@ -78,9 +93,8 @@ impl CacheStats {
 }
 
 impl Views {
-    /// `cache_bytes` bounds the compiled sessions (and again the imported ones); a live session's
-    /// kept export gets a quarter of it.
-    pub fn new(store: Store, cache_bytes: u64) -> Views {
+    pub fn new(store: Store, config: &ViewsConfig) -> Views {
+        let cache_bytes = config.cache_bytes;
         fn weigh<K>(_: &K, v: &Arc<CompiledSession>) -> u32 {
             v.weight()
         }

@@ -45,7 +45,7 @@ impl Kit {
         let embedder = memex_server::search::embedder(&config.embedding).context("loading the embedding model")?;
         let index = Arc::new(SearchIndex::new(
             store.clone(),
-            memex_server::search::index_options(&config),
+            config.search.clone(),
             embedder.clone(),
             Arc::new(memex_pointer::NoFullView),
         ));

@@ -33,7 +33,7 @@ impl SearchService for Search {
         let Some(index) = &st.search else {
             return Err(Status::failed_precondition("search is disabled on this server (search.enabled = false)"));
         };
-        let req = convert(request.into_inner(), &st.search_defaults)?;
+        let req = convert(request.into_inner(), index.config())?;
         let results = index.search(ns.id, &req).await.map_err(|e| index_status(&e))?;
         Ok(Response::new(pb::SearchResponse {
             hits: results.hits.into_iter().map(hit).collect(),
@@ -72,7 +72,7 @@ fn non_negative(field: &str, v: Option<f32>, default: f32) -> Result<f32, Status
     Ok(v)
 }
 
-fn convert(r: pb::SearchRequest, d: &crate::config::SearchConfig) -> Result<SearchRequest, Status> {
+fn convert(r: pb::SearchRequest, d: &memex_search::SearchConfig) -> Result<SearchRequest, Status> {
     let f = r.filter.unwrap_or_default();
     let session_ids = f
         .session_ids
