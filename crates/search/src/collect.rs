@@ -142,8 +142,8 @@ mod tests {
 
     use super::*;
     use crate::SearchFilter;
-    use crate::text::NamespaceIndex;
-    use crate::text::tests::event_in as event;
+    use crate::namespace_index::NamespaceIndex;
+    use crate::namespace_index::tests::event_in as event;
 
     /// Skipping segments and remembering statistics change nothing: the same addresses and the
     /// same scores, bit for bit, as a plain search, before and after the index grows.

@@ -11,7 +11,7 @@ use memex_store::{Event, SeqRange, Store};
 use uuid::Uuid;
 
 use crate::doc::event_docs;
-use crate::text::{ChunkHit, NamespaceIndex, namespace_dir};
+use crate::namespace_index::{ChunkHit, NamespaceIndex, namespace_dir};
 use crate::{Hit, IndexError, RankedEvent, ScoreParts, SearchConfig, SearchRequest, SearchResults, vectors};
 
 /// Most hits one search may return, and most candidates per retriever.

@@ -1,6 +1,6 @@
 //! Derived search indexes over the lossless event store, and hybrid search over them.
 //!
-//! * **Text** (`text.rs`, tantivy): one index per namespace in `index.dir/<namespace id>/`, one
+//! * **Text** (`namespace_index.rs`, tantivy): one index per namespace in `index.dir/<namespace id>/`, one
 //!   document per chunk of event text and of artifact text. Each replica keeps its own; it is
 //!   caught up from Postgres by per-session seq watermarks before every query (read-your-writes on
 //!   any replica) and by a background loop, and rebuilt from Postgres when missing, corrupt or of
@@ -23,9 +23,9 @@ mod config;
 mod doc;
 mod engine;
 mod error;
+mod namespace_index;
 mod query;
 mod schema;
-mod text;
 mod vectors;
 mod worker;
 
