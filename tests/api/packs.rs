@@ -316,3 +316,49 @@ async fn a_cached_tail_and_a_cold_replica_give_the_same_pack() {
     assert_eq!(g.c.context.get_pack(get(&next.pack_id)).await.unwrap().into_inner(), next);
     assert_eq!(f.c.context.get_pack(get(&cold.pack_id)).await.unwrap().into_inner(), cold);
 }
+
+/// Past its turns and its queue (`limits.max_in_flight`, `limits.max_waiting`) a replica refuses
+/// BuildPack at once with RESOURCE_EXHAUSTED and a retry hint, instead of queueing without
+/// bound; a pack built without vectors says so.
+#[tokio::test]
+async fn packs_past_capacity_are_refused_at_once_with_a_retry_hint() {
+    let srv = server_or_skip!(|c| {
+        c.limits.max_in_flight = 1;
+        c.limits.max_waiting = 0;
+    });
+    let mut f = fixture(&srv, "shed").await;
+    let s = f.task_session("shed", "exec").await;
+    f.append_to(&s, (0..40).map(|i| ev("note", &format!("deploy cache error {i}"))).collect(), "").await;
+    let packs: Vec<_> = (0..24)
+        .map(|i| {
+            let mut c = f.c.context.clone();
+            let (ns, s) = (f.ns.clone(), s.clone());
+            tokio::spawn(async move {
+                c.build_pack(pb::BuildPackRequest {
+                    namespace: ns,
+                    session_id: s,
+                    user_message: format!("what was the deploy cache error {i}?"),
+                    budgets: Some(budgets(2_000, 2_000)),
+                    ..Default::default()
+                })
+                .await
+            })
+        })
+        .collect();
+    let (mut built, mut refused) = (0, 0);
+    for p in packs {
+        match p.await.unwrap() {
+            Ok(p) => {
+                built += 1;
+                assert!(!p.into_inner().vectors_used, "this server has no embedding model");
+            }
+            Err(s) => {
+                refused += 1;
+                assert_eq!(s.code(), tonic::Code::ResourceExhausted, "{s:?}");
+                assert!(s.message().contains("limits.max_in_flight"), "{}", s.message());
+                assert!(s.metadata().get("grpc-retry-pushback-ms").is_some(), "{s:?}");
+            }
+        }
+    }
+    assert!(built >= 1 && refused >= 1, "built {built}, refused {refused}");
+}

@@ -17,7 +17,8 @@ use crate::{call, ev, fixture, result};
 fn index(store: &Store, dir: &std::path::Path, embedder: Option<Arc<dyn Embedder>>) -> SearchIndex {
     let mut opts = SearchConfig::in_dir(dir.to_string_lossy());
     opts.chunk_bytes = 256; // many chunks per event, to exercise grouping
-    SearchIndex::new(store.clone(), opts, embedder, Arc::new(memex_pointer::NoFullView))
+    SearchIndex::open(store.clone(), opts, embedder, Arc::new(memex_pointer::NoFullView))
+        .expect("the index directory is this test's")
 }
 
 fn tmp(name: &str) -> std::path::PathBuf {
@@ -115,6 +116,25 @@ async fn a_rebuilt_index_answers_exactly_like_the_live_one() {
     for d in [live_dir, other_dir] {
         let _ = std::fs::remove_dir_all(d);
     }
+}
+
+/// Two processes given one index directory would fight over tantivy's writer lock at their
+/// first search; the second is refused when it opens the directory instead, with a message that
+/// names the option to change.
+#[tokio::test]
+async fn a_second_owner_of_an_index_directory_is_refused_at_open() {
+    let srv = server_or_skip!();
+    let dir = tmp("owned");
+    let first = index(&srv.store, &dir, None);
+    let opts = SearchConfig::in_dir(dir.to_string_lossy());
+    let second = SearchIndex::open(srv.store.clone(), opts.clone(), None, Arc::new(memex_pointer::NoFullView));
+    let err = second.err().expect("the directory is taken");
+    assert!(matches!(err, memex_search::IndexError::DirInUse { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(message.contains(&*dir.to_string_lossy()) && message.contains("search.index_dir"), "{message}");
+    drop(first);
+    SearchIndex::open(srv.store.clone(), opts, None, Arc::new(memex_pointer::NoFullView)).expect("free again");
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// An embedder that waits at a gate before each batch, to hold the worker still.
@@ -314,5 +334,70 @@ async fn concurrent_queries_of_many_sessions_each_see_their_own_writes() {
         let found = futures::future::join_all(queries).await;
         assert_eq!(found, vec![1; 8], "round {round}");
     }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The query's vector never holds a search up: when the model cannot answer within
+/// `query_embed_wait_ms`, or its queue is full, the search runs on BM25 alone and says so; the
+/// vector, once made, is kept for the next ask; a query whose caller is gone is not embedded.
+#[tokio::test]
+async fn a_saturated_model_costs_searches_their_vectors_not_their_answers() {
+    let srv = server_or_skip!();
+    let mut f = fixture(&srv, "qv").await;
+    f.append((0..20).map(|i| ev("note", &format!("deploy cache error {i}"))).collect()).await.unwrap();
+    let ns = srv.store.namespace("qv").await.unwrap();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let embedder: Arc<dyn Embedder> = Arc::new(Gated { inner: tiny("qv", 8), gate: gate.clone() });
+    let dir = tmp("qv");
+    let mut opts = SearchConfig::in_dir(dir.to_string_lossy());
+    opts.query_embed_wait_ms = 50;
+    opts.query_embed_queue = 2;
+    let idx = Arc::new(
+        SearchIndex::open(srv.store.clone(), opts, Some(embedder), Arc::new(memex_pointer::NoFullView)).unwrap(),
+    );
+    let stats = idx.query_vector_stats().expect("an embedder");
+
+    // The model is stuck: the answer comes from BM25, in time, and says it had no vectors.
+    let started = std::time::Instant::now();
+    let r = idx.search(ns.id, &SearchRequest::new("deploy", 5)).await.unwrap();
+    assert!(!r.vectors_used);
+    assert_eq!(r.hits.len(), 5);
+    assert!(r.hits.iter().all(|h| h.score.bm25_rank > 0 && h.score.vector_rank == 0));
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert_eq!(stats.late.load(std::sync::atomic::Ordering::Relaxed), 1);
+
+    // More queries than the queue holds: the rest are shed at once.
+    let many: Vec<_> = (0..6)
+        .map(|i| {
+            let idx = idx.clone();
+            tokio::spawn(async move { idx.search(ns.id, &SearchRequest::new(format!("cache {i}"), 5)).await })
+        })
+        .collect();
+    for h in many {
+        assert!(!h.await.unwrap().unwrap().vectors_used);
+    }
+    assert!(stats.shed.load(std::sync::atomic::Ordering::Relaxed) >= 3, "{stats:?}");
+
+    // The model frees up: the stuck batch (the first query, whose caller is gone, is dropped at
+    // its turn) and the next ones run; a query asked again is found in the cache.
+    gate.add_permits(1000);
+    let worker_opts = WorkerOptions { poll_interval: Duration::from_millis(20), ..WorkerOptions::default() };
+    let embedder: Arc<dyn Embedder> = Arc::new(Gated { inner: tiny("qv", 8), gate: gate.clone() });
+    let w = EmbeddingWorker::start(srv.store.clone(), embedder, worker_opts).await.unwrap();
+    assert!(w.wait_idle(Duration::from_secs(60)).await.unwrap());
+    w.stop().await;
+    let mut used = false;
+    for _ in 0..100 {
+        if idx.search(ns.id, &SearchRequest::new("deploy", 5)).await.unwrap().vectors_used {
+            used = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(used, "{stats:?}");
+    assert!(stats.abandoned.load(std::sync::atomic::Ordering::Relaxed) >= 1, "queued, then given up: {stats:?}");
+    let again = idx.search(ns.id, &SearchRequest::new("deploy", 5)).await.unwrap();
+    assert!(again.vectors_used && again.hits.iter().any(|h| h.score.vector_rank > 0));
+    assert!(stats.cached.load(std::sync::atomic::Ordering::Relaxed) >= 1, "{stats:?}");
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -47,7 +47,7 @@ pub use error::ContextError;
 pub use memex_compaction::PointerManifest;
 pub use pack::{BuildPack, BuiltPack};
 pub use planning::{Delegate, DelegateOutcome, NewReport, REPORT_STATUSES};
-pub use seams::{CandidateSource, IndexCatchUp, SearchHit, SearchQuery};
+pub use seams::{CandidateSource, IndexCatchUp, SearchHit, SearchQuery, SourceHits};
 pub use stats::{PHASES, pack_phase_totals};
 pub use task::TaskStateUpdate;
 pub use tokens::CachedCounter;

@@ -69,6 +69,8 @@ pub struct BuiltPack {
     pub role: AgentRole,
     pub pack: RetrievalPack,
     pub created_at: DateTime<Utc>,
+    /// Whether the search behind it used vectors (see `SourceHits::vectors_used`).
+    pub vectors_used: bool,
 }
 
 /// What is recorded beside a pack: the request and what it was resolved to.
@@ -80,6 +82,9 @@ struct Recorded {
     tokenizer: Tokenizer,
     role: AgentRole,
     sources: Vec<String>,
+    /// Absent in packs stored before it was recorded.
+    #[serde(default)]
+    vectors_used: bool,
 }
 
 fn pack_error(e: PackError) -> ContextError {
@@ -215,7 +220,7 @@ impl ContextEngine {
             limit: self.cfg.search_limit,
             heads_total: Some(heads_total),
         };
-        let (pointed, (standing, system_events), anchored, searched) = tokio::try_join!(
+        let (pointed, (standing, system_events), anchored, (searched, vectors_used)) = tokio::try_join!(
             self.expand_pointers(namespace_id, &state, &scope),
             // The session's system events (the system block) come in the same round trip.
             self.standing_at(namespace_id, &scope, scope_heads, STANDING_LIMIT, session_id, SYSTEM_EVENTS),
@@ -289,6 +294,7 @@ impl ContextEngine {
             tokenizer,
             role,
             sources: self.source_names().into_iter().map(str::to_owned).collect(),
+            vectors_used,
         };
         let json = |v: serde_json::Result<serde_json::Value>| {
             v.map_err(|e| ContextError::Corrupt { what: "pack", message: e.to_string() })
@@ -317,7 +323,17 @@ impl ContextEngine {
         }
         clock.lap(6);
         clock.finish();
-        Ok(BuiltPack { id, session_id: req.session_id, task_id, task_state_version, tokenizer, role, pack, created_at })
+        Ok(BuiltPack {
+            id,
+            session_id: req.session_id,
+            task_id,
+            task_state_version,
+            tokenizer,
+            role,
+            pack,
+            created_at,
+            vectors_used,
+        })
     }
 
     /// A stored pack, exactly as it was built.
@@ -348,6 +364,7 @@ impl ContextEngine {
             role: recorded.role,
             pack,
             created_at: row.created_at,
+            vectors_used: recorded.vectors_used,
         })
     }
 
@@ -396,21 +413,28 @@ impl ContextEngine {
     }
 
     /// Every search source's hits, with their events; the store scan's when none is plugged in.
-    async fn search(&self, namespace_id: Uuid, q: &SearchQuery) -> Result<Vec<(crate::seams::SearchHit, Arc<Event>)>> {
+    /// The search's hits with their events, and whether any source ranked by vectors.
+    async fn search(
+        &self,
+        namespace_id: Uuid,
+        q: &SearchQuery,
+    ) -> Result<(Vec<(crate::seams::SearchHit, Arc<Event>)>, bool)> {
         if self.sources.is_empty() {
-            return self.scan(namespace_id, q).await;
+            return Ok((self.scan(namespace_id, q).await?, false));
         }
         let mut out = Vec::new();
+        let mut vectors_used = false;
         for source in self.sources.iter() {
-            let hits = source.search(q).await?;
-            let ids: Vec<Uuid> = hits.iter().map(|h| h.event_id).collect();
+            let found = source.search(q).await?;
+            vectors_used |= found.vectors_used;
+            let ids: Vec<Uuid> = found.hits.iter().map(|h| h.event_id).collect();
             if ids.is_empty() {
                 continue;
             }
             let events = self.events_by_ids(namespace_id, &ids).await?;
-            out.extend(hits.into_iter().zip(events));
+            out.extend(found.hits.into_iter().zip(events));
         }
-        Ok(out)
+        Ok((out, vectors_used))
     }
 
     /// The store scan: the newest `scan_events` events of each session in scope, scored by BM25

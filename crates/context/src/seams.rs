@@ -34,10 +34,18 @@ pub struct SearchHit {
     pub embedding: Option<Vec<f32>>,
 }
 
+/// What a source found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SourceHits {
+    pub hits: Vec<SearchHit>,
+    /// Whether it ranked by vectors as well (false when the model could not answer in time).
+    pub vectors_used: bool,
+}
+
 /// A candidate source backed by an index (lexical BM25, vectors).
 pub trait CandidateSource: Send + Sync {
     fn name(&self) -> &'static str;
-    fn search<'a>(&'a self, q: &'a SearchQuery) -> BoxFuture<'a, Result<Vec<SearchHit>, ContextError>>;
+    fn search<'a>(&'a self, q: &'a SearchQuery) -> BoxFuture<'a, Result<SourceHits, ContextError>>;
 }
 
 /// Compaction's Layer-1 check (A.4 line 3): an event may leave the window only once the search

@@ -42,6 +42,12 @@ pub struct SearchConfig {
     pub exact_knn_max: u64,
     /// How often the background loop catches every namespace's index up, in milliseconds.
     pub sync_interval_ms: u64,
+    /// Query embeddings: inferences at once, queries that may wait, how long a search waits for
+    /// its query's vector before it goes on with BM25 alone, and query vectors cached.
+    pub query_embed_threads: usize,
+    pub query_embed_queue: usize,
+    pub query_embed_wait_ms: u64,
+    pub query_embed_cache: u64,
 }
 
 impl Default for SearchConfig {
@@ -63,6 +69,10 @@ impl Default for SearchConfig {
             max_artifact_bytes: 1 << 20,
             exact_knn_max: 50_000,
             sync_interval_ms: 1000,
+            query_embed_threads: 1,
+            query_embed_queue: 64,
+            query_embed_wait_ms: 100,
+            query_embed_cache: 10_000,
         }
     }
 }
@@ -93,6 +103,16 @@ impl SearchConfig {
         }
     }
 
+    pub(crate) fn query_vector_options(&self) -> crate::QueryVectorOptions {
+        crate::QueryVectorOptions {
+            threads: self.query_embed_threads,
+            queue: self.query_embed_queue,
+            max_wait: std::time::Duration::from_millis(self.query_embed_wait_ms),
+            cache_entries: self.query_embed_cache,
+            ..crate::QueryVectorOptions::default()
+        }
+    }
+
     pub(crate) fn dir(&self) -> PathBuf {
         PathBuf::from(&self.index_dir)
     }
@@ -114,6 +134,9 @@ impl SearchConfig {
         if !weights.iter().all(|w| w.is_finite() && *w >= 0.0) || (self.bm25_weight == 0.0 && self.vector_weight == 0.0)
         {
             return Err("search.bm25_weight, vector_weight, rrf_k, context_weight, neighbor_weight and session_weight must be finite and >= 0, the weights not both 0".into());
+        }
+        if self.query_embed_threads == 0 || self.query_embed_queue == 0 {
+            return Err("search.query_embed_threads and search.query_embed_queue must be > 0".into());
         }
         if !(0.0..=1.0).contains(&self.mmr_lambda) || self.candidates == 0 || self.chunk_bytes < 64 {
             return Err("search.mmr_lambda must be 0..=1, search.candidates > 0, search.chunk_bytes >= 64".into());

@@ -12,7 +12,10 @@ use uuid::Uuid;
 
 use crate::doc::event_docs;
 use crate::namespace_index::{ChunkHit, NamespaceIndex, namespace_dir};
-use crate::{Hit, IndexError, RankedEvent, ScoreParts, SearchConfig, SearchRequest, SearchResults, vectors};
+use crate::query_vectors::QueryVectors;
+use crate::{
+    Hit, IndexError, RankedEvent, RankedEvents, ScoreParts, SearchConfig, SearchRequest, SearchResults, vectors,
+};
 
 /// Most hits one search may return, and most candidates per retriever.
 pub const MAX_LIMIT: usize = 1000;
@@ -29,6 +32,7 @@ struct Ranking {
     searcher: tantivy::Searcher,
     best_chunk: HashMap<Uuid, ChunkHit>,
     ranked: Vec<RankedEvent>,
+    vectors_used: bool,
 }
 
 /// This replica's search state. Cheap to share (`Arc`); namespaces' indexes open on first use.
@@ -39,20 +43,42 @@ pub struct SearchIndex {
     /// Where events sit in their sessions' full views (hits carry their lines).
     full_view: Arc<dyn FullView>,
     open: tokio::sync::Mutex<HashMap<Uuid, Arc<NamespaceIndex>>>,
+    /// Query vectors, bounded and cached (with an embedder).
+    query_vectors: Option<QueryVectors>,
+    /// The lock on `index_dir` this process holds while the index is open.
+    _dir_lock: std::fs::File,
 }
 
 impl SearchIndex {
-    pub fn new(
+    /// Opens this replica's indexes under `opts.index_dir`, which it takes for itself: a second
+    /// process given the same directory gets [`IndexError::DirInUse`] here, at start-up, instead of
+    /// failing searches later on tantivy's writer lock.
+    pub fn open(
         store: Store,
         opts: SearchConfig,
         embedder: Option<Arc<dyn Embedder>>,
         full_view: Arc<dyn FullView>,
-    ) -> SearchIndex {
-        SearchIndex { store, opts, embedder, full_view, open: tokio::sync::Mutex::new(HashMap::new()) }
+    ) -> Result<SearchIndex, IndexError> {
+        let _dir_lock = lock_dir(&opts.dir())?;
+        let query_vectors = embedder.as_ref().map(|e| QueryVectors::start(e.clone(), opts.query_vector_options()));
+        Ok(SearchIndex {
+            store,
+            opts,
+            embedder,
+            full_view,
+            open: tokio::sync::Mutex::new(HashMap::new()),
+            query_vectors,
+            _dir_lock,
+        })
     }
 
     pub fn embedder(&self) -> Option<&Arc<dyn Embedder>> {
         self.embedder.as_ref()
+    }
+
+    /// How searches got their query vectors (with an embedder).
+    pub fn query_vector_stats(&self) -> Option<Arc<crate::QueryVectorStats>> {
+        self.query_vectors.as_ref().map(QueryVectors::stats)
     }
 
     pub fn config(&self) -> &SearchConfig {
@@ -253,60 +279,36 @@ impl SearchIndex {
 
     /// Hybrid search in one namespace; see the crate docs for the path.
     pub async fn search(&self, ns: Uuid, req: &SearchRequest) -> Result<SearchResults, IndexError> {
-        let Ranking { idx, searcher, best_chunk, ranked } = self.ranking(ns, req).await?;
-        self.hydrate(ns, req, &idx, &searcher, &best_chunk, ranked).await
+        let Ranking { idx, searcher, best_chunk, ranked, vectors_used } = self.ranking(ns, req).await?;
+        let hits = self.hydrate(ns, req, &idx, &searcher, &best_chunk, ranked).await?;
+        Ok(SearchResults { hits, vectors_used })
     }
 
     /// The events [`SearchIndex::search`] would return, in its order with its scores, without
     /// reading them: for callers that read the events themselves (the context engine's packs).
-    pub async fn rank(&self, ns: Uuid, req: &SearchRequest) -> Result<Vec<RankedEvent>, IndexError> {
-        Ok(self.ranking(ns, req).await?.ranked)
+    pub async fn rank(&self, ns: Uuid, req: &SearchRequest) -> Result<RankedEvents, IndexError> {
+        let r = self.ranking(ns, req).await?;
+        Ok(RankedEvents { events: r.ranked, vectors_used: r.vectors_used })
     }
 
-    /// One session's events ranked by embedding similarity to `query` alone (no BM25), as
-    /// (seq, cosine) for the `top_k.max(100)` nearest: the adaptive view's semantic ranker. Events
-    /// the embedding worker has not reached yet are not ranked.
-    pub async fn vector_scores(
+    /// BM25: the best chunk per event, events in order of their best chunk.
+    async fn bm25_list(
         &self,
-        ns: NamespaceId,
-        session: SessionId,
-        query: &str,
-        top_k: usize,
-    ) -> Result<Vec<(Seq, f32)>, IndexError> {
-        if self.embedder.is_none() {
-            return Err(IndexError::NoEmbedder);
-        }
-        let mut req = self.opts.request(query, top_k);
-        req.filter.session_ids = vec![session.0];
-        req.bm25_weight = 0.0;
-        req.vector_weight = 1.0;
-        req.candidates = top_k.max(100);
-        req.with_lines = false;
-        let hits = self.search(ns.0, &req).await?.hits;
-        Ok(hits.into_iter().map(|h| (Seq(h.seq), h.score.vector)).collect())
-    }
-
-    async fn ranking(&self, ns: Uuid, req: &SearchRequest) -> Result<Ranking, IndexError> {
-        validate(req)?;
-        let sessions = (!req.filter.session_ids.is_empty()).then_some(&req.filter.session_ids[..]);
-        let idx = self.namespace(ns).await?;
-        self.catch_up_index(&idx, sessions, sessions.and(req.heads_total)).await?;
-
-        // BM25: the best chunk per event, events in order of their best chunk.
+        idx: &Arc<NamespaceIndex>,
+        searcher: &tantivy::Searcher,
+        req: &SearchRequest,
+        wants_vectors: bool,
+    ) -> Result<(HashMap<Uuid, ChunkHit>, Vec<(Uuid, f32)>), IndexError> {
         let mut best_chunk: HashMap<Uuid, ChunkHit> = HashMap::new();
         let mut bm25_items: Vec<(Uuid, f32)> = Vec::new();
-        // One point-in-time searcher for the whole query: a concurrent catch-up may reload the
-        // reader, and chunk addresses do not survive a reload.
-        let searcher = idx.searcher();
         if req.bm25_weight > 0.0 {
             let terms = query_terms(&req.query);
             let context_weight = req.context_weight;
             // With BM25 alone (no vectors, so no MMR either) the fused order is the BM25 order, and
             // the first `limit` events are all it needs: a top-k that small is what lets block-WAND
             // skip most of the postings of common terms.
-            let vectors_used = self.embedder.is_some() && req.vector_weight > 0.0;
             let smoothing = req.neighbor_weight > 0.0 || req.session_weight > 0.0;
-            let want = if vectors_used || smoothing { req.candidates } else { req.limit };
+            let want = if wants_vectors || smoothing { req.candidates } else { req.limit };
             let chunks = {
                 let idx = idx.clone();
                 let filter = req.filter.clone();
@@ -342,18 +344,64 @@ impl SearchIndex {
                 bm25_items.truncate(req.candidates);
             }
         }
+        Ok((best_chunk, bm25_items))
+    }
+
+    /// One session's events ranked by embedding similarity to `query` alone (no BM25), as
+    /// (seq, cosine) for the `top_k.max(100)` nearest: the adaptive view's semantic ranker. Events
+    /// the embedding worker has not reached yet are not ranked.
+    pub async fn vector_scores(
+        &self,
+        ns: NamespaceId,
+        session: SessionId,
+        query: &str,
+        top_k: usize,
+    ) -> Result<Vec<(Seq, f32)>, IndexError> {
+        if self.embedder.is_none() {
+            return Err(IndexError::NoEmbedder);
+        }
+        let mut req = self.opts.request(query, top_k);
+        req.filter.session_ids = vec![session.0];
+        req.bm25_weight = 0.0;
+        req.vector_weight = 1.0;
+        req.candidates = top_k.max(100);
+        req.with_lines = false;
+        let results = self.search(ns.0, &req).await?;
+        if !results.vectors_used {
+            return Err(IndexError::VectorsUnavailable);
+        }
+        Ok(results.hits.into_iter().map(|h| (Seq(h.seq), h.score.vector)).collect())
+    }
+
+    async fn ranking(&self, ns: Uuid, req: &SearchRequest) -> Result<Ranking, IndexError> {
+        validate(req)?;
+        let sessions = (!req.filter.session_ids.is_empty()).then_some(&req.filter.session_ids[..]);
+        let idx = self.namespace(ns).await?;
+        self.catch_up_index(&idx, sessions, sessions.and(req.heads_total)).await?;
+
+        // One point-in-time searcher for the whole query: a concurrent catch-up may reload the
+        // reader, and chunk addresses do not survive a reload.
+        let searcher = idx.searcher();
+        // The query's vector is computed (or found cached) while BM25 runs.
+        let wants_vectors = self.embedder.is_some() && req.vector_weight > 0.0;
+        let query_vector = async {
+            match (&self.query_vectors, wants_vectors) {
+                (Some(q), true) => q.vector(&req.query).await,
+                _ => None,
+            }
+        };
+        let (bm25, query_vector) = tokio::join!(self.bm25_list(&idx, &searcher, req, wants_vectors), query_vector);
+        let (best_chunk, bm25_items) = bm25?;
 
         // Vectors: k-NN over the embeddings of the configured model.
         let mut vector_items: Vec<(Uuid, f32)> = Vec::new();
-        let embedder = self.embedder.as_ref().filter(|_| req.vector_weight > 0.0);
-        if let Some(embedder) = embedder {
-            let q = embedder.embed(vec![req.query.clone()]).await?;
-            if let Some(q) = q.first() {
-                let exact = idx.num_docs() <= self.opts.exact_knn_max;
-                vector_items =
-                    vectors::knn(self.store.pool(), ns, embedder.info(), q, &req.filter, req.candidates, exact).await?;
-            }
+        let embedder = self.embedder.as_ref().filter(|_| query_vector.is_some());
+        if let (Some(embedder), Some(q)) = (embedder, &query_vector) {
+            let exact = idx.num_docs() <= self.opts.exact_knn_max;
+            vector_items =
+                vectors::knn(self.store.pool(), ns, embedder.info(), q, &req.filter, req.candidates, exact).await?;
         }
+        let vectors_used = query_vector.is_some();
 
         let fused = rrf(
             &[
@@ -393,7 +441,7 @@ impl SearchIndex {
                 }
             })
             .collect();
-        Ok(Ranking { idx, searcher, best_chunk, ranked })
+        Ok(Ranking { idx, searcher, best_chunk, ranked, vectors_used })
     }
 
     /// Reads the ranked events and the stored chunks that matched, for full hits.
@@ -405,7 +453,7 @@ impl SearchIndex {
         searcher: &tantivy::Searcher,
         best_chunk: &HashMap<Uuid, ChunkHit>,
         ranked: Vec<RankedEvent>,
-    ) -> Result<SearchResults, IndexError> {
+    ) -> Result<Vec<Hit>, IndexError> {
         let ids: Vec<Uuid> = ranked.iter().map(|r| r.event_id).collect();
         let events = self.store.events_by_ids(ns, &ids).await?;
         let mut hits = Vec::with_capacity(ids.len());
@@ -449,7 +497,7 @@ impl SearchIndex {
         if req.with_lines {
             self.fill_unknown_lines(ns, &mut hits).await;
         }
-        Ok(SearchResults { hits })
+        Ok(hits)
     }
 
     /// Asks the full view for the current lines of hits that have none stored (a live session's).
@@ -477,6 +525,23 @@ impl SearchIndex {
                 vec![None; seqs.len()]
             }
         }
+    }
+}
+
+/// Takes `dir/.lock` for this process (released when the file is closed, also by a crash).
+fn lock_dir(dir: &std::path::Path) -> Result<std::fs::File, IndexError> {
+    std::fs::create_dir_all(dir).map_err(|e| IndexError::io(dir, e))?;
+    let path = dir.join(".lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| IndexError::io(&path, e))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(IndexError::DirInUse { dir: dir.display().to_string() }),
+        Err(std::fs::TryLockError::Error(e)) => Err(IndexError::io(&path, e)),
     }
 }
 

@@ -16,9 +16,17 @@ pub enum IndexError {
     Io { path: String, source: std::io::Error },
     #[error(transparent)]
     Embed(#[from] memex_embed::EmbedError),
+    /// Another process holds this replica's index directory.
+    #[error(
+        "the index directory {dir} is in use by another memex process; give each process its own search.index_dir (MEMEX_SEARCH__INDEX_DIR)"
+    )]
+    DirInUse { dir: String },
     /// A vector search was asked of a replica with no embedding provider.
     #[error("needs an embedding provider ([embedding] provider)")]
     NoEmbedder,
+    /// The query's vector could not be had in time: the model is saturated (retry).
+    #[error("the embedding model is saturated; retry shortly")]
+    VectorsUnavailable,
     /// A background task died (panic or cancellation).
     #[error("index task failed: {0}")]
     Task(String),

@@ -117,4 +117,15 @@ pub struct RankedEvent {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchResults {
     pub hits: Vec<Hit>,
+    /// Whether the vector list took part: false with no embedder, a zero vector weight, or when
+    /// the query's vector could not be had in time (the model was saturated).
+    pub vectors_used: bool,
+}
+
+/// A ranking without the events read ([`crate::SearchIndex::rank`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RankedEvents {
+    pub events: Vec<RankedEvent>,
+    /// As [`SearchResults::vectors_used`].
+    pub vectors_used: bool,
 }

@@ -66,6 +66,10 @@ pub struct LimitsConfig {
     pub default_timeout_secs: u64,
     /// Largest trace ImportTrace accepts, in bytes.
     pub max_import_bytes: usize,
+    /// Expensive RPCs (BuildPack, Search, CompileView, ImportTrace) running at once, and waiting
+    /// for a turn; beyond both, RESOURCE_EXHAUSTED at once with a retry hint.
+    pub max_in_flight: usize,
+    pub max_waiting: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -182,6 +186,8 @@ impl Default for LimitsConfig {
             max_id_bytes: 256,
             default_timeout_secs: 0,
             max_import_bytes: 256 * 1024 * 1024,
+            max_in_flight: 64,
+            max_waiting: 256,
         }
     }
 }
@@ -296,6 +302,9 @@ impl Config {
         }
         if self.limits.max_batch_events == 0 {
             return bad("limits.max_batch_events must be > 0");
+        }
+        if self.limits.max_in_flight == 0 {
+            return bad("limits.max_in_flight must be > 0");
         }
         if self.ingest.excerpt_head_percent > 100 {
             return bad("ingest.excerpt_head_percent must be 0..=100");

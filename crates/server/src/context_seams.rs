@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use memex_context::{CandidateSource, ContextError, IndexCatchUp, SearchHit, SearchQuery};
+use memex_context::{CandidateSource, ContextError, IndexCatchUp, SearchHit, SearchQuery, SourceHits};
 use memex_event::{NamespaceId, SessionId};
 use memex_search::SearchIndex;
 
@@ -20,10 +20,10 @@ impl CandidateSource for IndexSource {
         "index"
     }
 
-    fn search<'a>(&'a self, q: &'a SearchQuery) -> BoxFuture<'a, Result<Vec<SearchHit>, ContextError>> {
+    fn search<'a>(&'a self, q: &'a SearchQuery) -> BoxFuture<'a, Result<SourceHits, ContextError>> {
         Box::pin(async move {
             if q.text.trim().is_empty() {
-                return Ok(Vec::new());
+                return Ok(SourceHits::default());
             }
             let mut req = self.0.config().request(q.text.clone(), q.limit.max(1));
             req.filter.session_ids = q.sessions.clone();
@@ -34,7 +34,8 @@ impl CandidateSource for IndexSource {
             }
             // Only the ranking: the pack reads the events and places them in the full view itself.
             let ranked = self.0.rank(q.namespace_id, &req).await.map_err(seam_error)?;
-            Ok(ranked
+            let hits = ranked
+                .events
                 .into_iter()
                 .map(|h| SearchHit {
                     event_id: h.event_id,
@@ -42,7 +43,8 @@ impl CandidateSource for IndexSource {
                     vector: (h.score.vector_rank > 0).then_some(h.score.vector),
                     embedding: None,
                 })
-                .collect())
+                .collect();
+            Ok(SourceHits { hits, vectors_used: ranked.vectors_used })
         })
     }
 }

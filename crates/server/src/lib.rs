@@ -5,6 +5,7 @@
 //! validity (`memex-event`) or storage (`memex-store`). Domain errors become gRPC statuses in one
 //! place, `status.rs`.
 
+pub mod admission;
 pub mod auth;
 pub mod config;
 mod context_seams;
@@ -66,6 +67,9 @@ pub async fn connect_store(config: &Config) -> Result<Store, memex_store::StoreE
     };
     Store::connect(&config.database.url, &opts).await
 }
+
+/// After the RPCs, how long the background work (index loop, embedding worker, the pool) gets to stop.
+const CLEANUP: Duration = Duration::from_secs(3);
 
 /// Serves memex on `listener` until `shutdown` completes, then drains in-flight RPCs for up to
 /// `config.shutdown_grace_secs` before returning.
@@ -179,11 +183,19 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Ou
             tracing::warn!(grace_secs = grace.as_secs(), "grace period over: cutting off the RPCs still running");
         }
     }
-    if let Some(search) = search {
-        search.stop().await;
-    }
+    // What still runs now is abandoned, not waited for: an inference in hand or a cut-off request
+    // holding a connection must not keep the process alive past its grace (the embedding worker's
+    // lease expires and another worker resumes its sessions).
     reports_listener.abort();
-    store.pool().close().await;
+    let cleanup = async {
+        if let Some(search) = search {
+            search.stop().await;
+        }
+        store.pool().close().await;
+    };
+    if tokio::time::timeout(CLEANUP, cleanup).await.is_err() {
+        tracing::warn!(secs = CLEANUP.as_secs(), "background work did not stop in time: abandoned");
+    }
     tracing::info!("memex stopped");
     Ok(())
 }

@@ -17,13 +17,30 @@ pub struct Metrics {
     /// Compiled sessions served from the cache, and compiled on demand (read from the cache's
     /// own counts when collected).
     _view_cache: [ObservableCounter<u64>; 2],
+    /// Expensive RPCs refused at capacity, and given up at their deadline while waiting.
+    _admission: [ObservableCounter<u64>; 2],
 }
 
 impl Metrics {
-    pub fn new(views: Arc<memex_views::CacheStats>) -> Metrics {
+    pub fn new(views: Arc<memex_views::CacheStats>, admission: Arc<crate::admission::Admission>) -> Metrics {
         let meter = opentelemetry::global::meter("memex");
         let hits = views.clone();
+        let shed = admission.clone();
         Metrics {
+            _admission: [
+                meter
+                    .u64_observable_counter("memex.rpc.shed")
+                    .with_description("Expensive RPCs refused with RESOURCE_EXHAUSTED at capacity")
+                    .with_callback(move |o| o.observe(shed.shed.load(std::sync::atomic::Ordering::Relaxed), &[]))
+                    .build(),
+                meter
+                    .u64_observable_counter("memex.rpc.expired_waiting")
+                    .with_description("Expensive RPCs whose deadline passed while they waited for a turn")
+                    .with_callback(move |o| {
+                        o.observe(admission.expired.load(std::sync::atomic::Ordering::Relaxed), &[])
+                    })
+                    .build(),
+            ],
             _view_cache: [
                 meter
                     .u64_observable_counter("memex.view_cache.hits")

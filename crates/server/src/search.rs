@@ -41,6 +41,30 @@ pub struct SearchRuntime {
     worker: Option<EmbeddingWorker>,
     sync: JoinHandle<()>,
     stop: watch::Sender<bool>,
+    _query_vectors: Option<opentelemetry::metrics::ObservableCounter<u64>>,
+}
+
+/// `memex.query_vectors{outcome}`: how searches got their query's vector (cached, embedded) or
+/// went without (shed: the queue was full; late: not ready in time; abandoned; failed).
+fn query_vector_metric(stats: Arc<memex_search::QueryVectorStats>) -> opentelemetry::metrics::ObservableCounter<u64> {
+    use std::sync::atomic::Ordering::Relaxed;
+    opentelemetry::global::meter("memex")
+        .u64_observable_counter("memex.query_vectors")
+        .with_description("Query vectors by outcome; all but cached and embedded mean a search without vectors")
+        .with_callback(move |o| {
+            let s = &stats;
+            for (outcome, n) in [
+                ("cached", &s.cached),
+                ("embedded", &s.embedded),
+                ("shed", &s.shed),
+                ("late", &s.late),
+                ("abandoned", &s.abandoned),
+                ("failed", &s.failed),
+            ] {
+                o.observe(n.load(Relaxed), &[opentelemetry::KeyValue::new("outcome", outcome)]);
+            }
+        })
+        .build()
 }
 
 impl SearchRuntime {
@@ -56,7 +80,7 @@ impl SearchRuntime {
             return Ok(None);
         }
         let embedder = embedder(&config.embedding)?;
-        let index = Arc::new(SearchIndex::new(store.clone(), config.search.clone(), embedder.clone(), full_view));
+        let index = Arc::new(SearchIndex::open(store.clone(), config.search.clone(), embedder.clone(), full_view)?);
         let worker = match (&embedder, config.embedding.worker) {
             (Some(e), true) => {
                 let opts = WorkerOptions {
@@ -84,7 +108,8 @@ impl SearchRuntime {
                 }
             }
         });
-        Ok(Some(SearchRuntime { index, worker, sync, stop }))
+        let _query_vectors = index.query_vector_stats().map(query_vector_metric);
+        Ok(Some(SearchRuntime { index, worker, sync, stop, _query_vectors }))
     }
 
     pub fn worker(&self) -> Option<&EmbeddingWorker> {

@@ -15,6 +15,10 @@ pub struct AppState {
     pub max_message_bytes: usize,
     pub max_import_bytes: usize,
     pub metrics: Metrics,
+    /// Turns for the expensive RPCs.
+    pub admission: std::sync::Arc<crate::admission::Admission>,
+    /// Deadline of RPCs whose client sets none.
+    pub default_timeout: Option<std::time::Duration>,
     pub views: Views,
     /// The search layer; None when `search.enabled = false`.
     pub search: Option<std::sync::Arc<memex_search::SearchIndex>>,
@@ -23,10 +27,23 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// A turn for an expensive RPC, waiting no longer than the caller will.
+    pub async fn admit<T>(&self, request: &tonic::Request<T>) -> Result<crate::admission::Admitted, tonic::Status> {
+        let patience = crate::admission::patience(request.metadata()).or(self.default_timeout);
+        self.admission.admit(patience).await
+    }
+
     pub fn new(store: Store, config: &Config) -> AppState {
         let views = Views::new(store.clone(), &config.views);
+        let admission = std::sync::Arc::new(crate::admission::Admission::new(
+            config.limits.max_in_flight,
+            config.limits.max_waiting,
+        ));
         AppState {
-            metrics: Metrics::new(views.stats()),
+            metrics: Metrics::new(views.stats(), admission.clone()),
+            admission,
+            default_timeout: (config.limits.default_timeout_secs > 0)
+                .then(|| std::time::Duration::from_secs(config.limits.default_timeout_secs)),
             views,
             auth: Auth::new(
                 store.clone(),

@@ -53,6 +53,9 @@ pub fn index_status(e: &IndexError) -> Status {
             tracing::warn!(error = %e, "embedding server unavailable");
             Status::unavailable("the embedding server is unavailable; retry, or search with vector_weight = 0")
         }
+        IndexError::VectorsUnavailable => {
+            crate::admission::retry_later(Status::unavailable(format!("{e}; or ask without vectors")))
+        }
         IndexError::Database(sqlx::Error::PoolTimedOut) => {
             tracing::warn!("database pool exhausted");
             Status::unavailable("the database is overloaded; retry with backoff")

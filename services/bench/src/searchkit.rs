@@ -43,12 +43,12 @@ impl Kit {
             memex_server::connect_store(&config).await.context("connecting to the database (make run sets it up)")?;
         store.migrate().await?;
         let embedder = memex_server::search::embedder(&config.embedding).context("loading the embedding model")?;
-        let index = Arc::new(SearchIndex::new(
+        let index = Arc::new(SearchIndex::open(
             store.clone(),
             config.search.clone(),
             embedder.clone(),
             Arc::new(memex_pointer::NoFullView),
-        ));
+        )?);
         Ok(Kit { config, store, index, embedder, temp_dir })
     }
 

@@ -49,7 +49,13 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::View(args) => return cmd::view::run(args),
-        Command::Serve(args) => cmd::runtime().and_then(|rt| rt.block_on(cmd::serve::serve(args))),
+        // Blocking tasks still running once the server has returned (an inference in hand) are
+        // abandoned: dropping the runtime would wait for every one of them.
+        Command::Serve(args) => cmd::runtime().and_then(|rt| {
+            let served = rt.block_on(cmd::serve::serve(args));
+            rt.shutdown_timeout(std::time::Duration::from_secs(1));
+            served
+        }),
         Command::Migrate(args) => cmd::runtime().and_then(|rt| rt.block_on(cmd::serve::migrate(args))),
         Command::Config(args) => cmd::serve::print_config(args),
         Command::Admin(c) => cmd::runtime().and_then(|rt| rt.block_on(cmd::admin::run(c))),

@@ -30,6 +30,7 @@ impl SearchService for Search {
     async fn search(&self, request: Request<pb::SearchRequest>) -> Result<Response<pb::SearchResponse>, Status> {
         let st = &self.state;
         let ns = st.auth.scope(&request, &request.get_ref().namespace, Access::Read).await?;
+        let _turn = st.admit(&request).await?;
         let Some(index) = &st.search else {
             return Err(Status::failed_precondition("search is disabled on this server (search.enabled = false)"));
         };
@@ -37,7 +38,7 @@ impl SearchService for Search {
         let results = index.search(ns.id, &req).await.map_err(|e| index_status(&e))?;
         Ok(Response::new(pb::SearchResponse {
             hits: results.hits.into_iter().map(hit).collect(),
-            vectors_used: index.embedder().is_some() && req.vector_weight > 0.0,
+            vectors_used: results.vectors_used,
         }))
     }
 }

@@ -45,6 +45,7 @@ impl ViewService for ViewHandler {
         let mut inbound = request.into_inner();
         let first = inbound.message().await?.ok_or_else(|| Status::invalid_argument("the stream is empty"))?;
         let ns = st.auth.scope(&meta, &first.namespace, Access::Write).await?;
+        let _turn = st.admit(&meta).await?;
         let max = st.limits.max_id_bytes;
         let agent_id = convert::ident("agent_id", first.agent_id.clone(), max)?
             .ok_or_else(|| Status::invalid_argument("agent_id: is required"))?;
@@ -95,6 +96,7 @@ impl ViewService for ViewHandler {
     async fn compile_view(&self, request: Request<pb::CompileViewRequest>) -> Result<Response<TextStream>, Status> {
         let st = &self.state;
         let ns = NamespaceId(st.auth.scope(&request, &request.get_ref().namespace, Access::Read).await?.id);
+        let _turn = st.admit(&request).await?;
         let r = request.into_inner();
         let session = SessionId(parse_uuid("session_id", &r.session_id)?);
         let kind = match pb::ViewKind::try_from(r.view).unwrap_or(pb::ViewKind::Unspecified) {

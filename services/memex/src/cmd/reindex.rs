@@ -26,7 +26,7 @@ pub async fn run(args: ReindexArgs) -> anyhow::Result<()> {
     let store =
         memex_server::connect_store(&config).await.context("connecting to the database (make run sets it up)")?;
     store.migrate().await?;
-    let index = SearchIndex::new(store.clone(), config.search.clone(), None, Arc::new(memex_pointer::NoFullView));
+    let index = SearchIndex::open(store.clone(), config.search.clone(), None, Arc::new(memex_pointer::NoFullView))?;
     let namespaces = if args.namespaces.is_empty() {
         store.list_namespaces().await?
     } else {

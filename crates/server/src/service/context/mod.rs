@@ -104,6 +104,7 @@ impl ContextService for Context {
         let st = &self.state;
         check_size("request", request.get_ref().encoded_len(), st.max_message_bytes)?;
         let ns = st.auth.scope(&request, &request.get_ref().namespace, Access::Write).await?;
+        let _turn = st.admit(&request).await?;
         let r = request.into_inner();
         let full = wire::full_view("view", r.view, false)?;
         let req = BuildPack {

@@ -362,6 +362,7 @@ pub fn pack_out(ns: &str, b: BuiltPack, full: bool) -> pb::Pack {
         items: p.items.iter().map(item_out).collect(),
         decisions: if full { p.decisions.iter().map(decision_out).collect() } else { Vec::new() },
         created_at: Some(timestamp(b.created_at)),
+        vectors_used: b.vectors_used,
     }
 }
 
