@@ -105,7 +105,7 @@ pub async fn connect_or_start(
     namespace: &str,
     api_key: Option<&str>,
     config: &ConfigArgs,
-) -> anyhow::Result<(Conn, Option<tokio::sync::oneshot::Sender<()>>)> {
+) -> anyhow::Result<(Conn, Option<BenchServer>)> {
     Ok(match endpoint {
         Some(endpoint) => (
             Conn {
@@ -294,9 +294,35 @@ async fn new_sessions(c: &Clients, namespace: &str, n: usize) -> anyhow::Result<
 }
 
 /// Starts a server in-process on 127.0.0.1:0 with auth off, in a fresh namespace.
-pub async fn start_server(config: &ConfigArgs) -> anyhow::Result<(Conn, tokio::sync::oneshot::Sender<()>)> {
-    let (conn, tx, _) = start_server_in(config, None).await?;
-    Ok((conn, tx))
+pub async fn start_server(config: &ConfigArgs) -> anyhow::Result<(Conn, BenchServer)> {
+    let (conn, server, _) = start_server_in(config, None).await?;
+    Ok((conn, server))
+}
+
+/// An in-process server; it stops when this is dropped (or at [`BenchServer::stop`]).
+pub struct BenchServer {
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl BenchServer {
+    /// Stops the server and waits until it has let go of everything (its index directory too).
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for BenchServer {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
 }
 
 /// Starts a server in-process on 127.0.0.1:0 with auth off, in `namespace` (created if missing;
@@ -304,7 +330,7 @@ pub async fn start_server(config: &ConfigArgs) -> anyhow::Result<(Conn, tokio::s
 pub async fn start_server_in(
     config: &ConfigArgs,
     namespace: Option<&str>,
-) -> anyhow::Result<(Conn, tokio::sync::oneshot::Sender<()>, memex_store::Store)> {
+) -> anyhow::Result<(Conn, BenchServer, memex_store::Store)> {
     let mut config = config.load()?;
     config.auth.enabled = false;
     config.log.filter = "warn".into();
@@ -320,7 +346,7 @@ pub async fn start_server_in(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         if let Err(e) = memex_server::run(listener, config, async {
             let _ = rx.await;
         })
@@ -337,7 +363,7 @@ pub async fn start_server_in(
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    Ok((conn, tx, store))
+    Ok((conn, BenchServer { shutdown: Some(tx), task: Some(task) }, store))
 }
 
 /// The single-append phase against the store itself (no gRPC), for profiling.

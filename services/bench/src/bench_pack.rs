@@ -55,6 +55,17 @@ pub struct PackArgs {
     /// events to index). Latency is then the turn's: append and pack.
     #[arg(long)]
     pub append: bool,
+    /// Spread the requests at random over this many sessions of the corpus, as a fleet does (0:
+    /// each worker asks about one session of its own, every pack after its first warm).
+    #[arg(long, default_value_t = 1000)]
+    pub sessions: usize,
+    /// Load a new corpus (a namespace of its own) and measure while its index and embeddings are
+    /// still being built.
+    #[arg(long)]
+    pub fresh: bool,
+    /// Seconds measured right after a server start (cold caches), before the warm-up; 0: none.
+    #[arg(long, default_value_t = 60.0)]
+    pub cold_seconds: f64,
     #[command(flatten)]
     pub config: ConfigArgs,
 }
@@ -83,28 +94,62 @@ fn user_message(question: &str) -> String {
 }
 
 pub async fn run(args: PackArgs) -> anyhow::Result<()> {
-    let namespace = args.namespace.clone().unwrap_or_else(|| format!("bench-pack-{}", args.events));
-    let (conn, _server, store) = super::bench::start_server_in(&args.config, Some(&namespace)).await?;
+    let namespace = match (&args.namespace, args.fresh) {
+        (Some(n), _) => n.clone(),
+        (None, false) => format!("bench-pack-{}", args.events),
+        (None, true) => format!("bench-pack-{}-{}", args.events, ulid::Ulid::generate().to_string().to_lowercase()),
+    };
+    let (mut conn, mut server, store) = super::bench::start_server_in(&args.config, Some(&namespace)).await?;
     let sessions = ensure_corpus(&args, &conn, &store).await?;
-    anyhow::ensure!(sessions.len() >= args.workers, "the corpus has {} sessions, fewer than --workers", sessions.len());
-    let sessions = Arc::new(sessions);
+    let wanted = if args.sessions == 0 { args.workers } else { args.sessions };
+    anyhow::ensure!(
+        sessions.len() >= wanted,
+        "the corpus has {} sessions, fewer than asked for ({wanted})",
+        sessions.len()
+    );
+    let sessions = Arc::new(sessions[..wanted].to_vec());
+    let model = memex_server::search::embedder(&args.config.load()?.embedding)?.map(|e| e.info().clone());
     println!(
-        "pack: {} workers x {} packs/s = {} packs/s over {} events (namespace {namespace}); sources: {}",
+        "pack: {} workers x {} packs/s = {} packs/s over {} events (namespace {namespace}), {}; sources: {}",
         args.workers,
         args.rate,
         args.workers as f64 * args.rate,
         args.events,
+        if args.sessions == 0 {
+            "one session per worker".to_owned()
+        } else {
+            format!("each request at a random one of {} sessions", sessions.len())
+        },
         source_names(&args.config)?,
     );
     if args.append {
         println!("  each turn appends an event to its session first: latency is the turn's, append and pack");
+    }
+    let lag_at_start = embedding_lag(&store, &conn.namespace, model.as_ref()).await?;
+    let mut cold = None;
+    if args.cold_seconds > 0.0 {
+        // A new server over the same database: this replica's caches are empty, as after a restart.
+        server.stop().await;
+        (conn, server, _) = super::bench::start_server_in(&args.config, Some(&namespace)).await?;
+        let c = phase(&args, &conn, &sessions, args.rate, args.cold_seconds).await?;
+        println!(
+            "  cold (first {:.0} s after a server start): {}",
+            args.cold_seconds,
+            c.line(args.workers as f64 * args.rate)
+        );
+        cold = Some(c);
     }
     // Warm-up (caches, connections), not measured.
     phase(&args, &conn, &sessions, args.rate, args.warmup).await?;
     let (packs_before, phases_before) = memex_context::pack_phase_totals();
     let main = phase(&args, &conn, &sessions, args.rate, args.seconds).await?;
     let (packs_after, phases_after) = memex_context::pack_phase_totals();
-    println!("{}", main.line(args.workers as f64 * args.rate));
+    println!("  warm: {}", main.line(args.workers as f64 * args.rate));
+    let lag_at_end = embedding_lag(&store, &conn.namespace, model.as_ref()).await?;
+    if let (Some(start), Some(end)) = (lag_at_start, lag_at_end) {
+        println!("  embedding lag (events without a vector): {start} at start, {end} at the end");
+    }
+    let _ = server;
     let packs = (packs_after - packs_before).max(1);
     let mut breakdown = serde_json::Map::new();
     println!("  where the time goes (mean per pack, server side):");
@@ -140,9 +185,13 @@ pub async fn run(args: PackArgs) -> anyhow::Result<()> {
         "bench": "pack",
         "workers": args.workers, "rate_per_worker": args.rate, "offered_per_sec": args.workers as f64 * args.rate,
         "events": args.events, "seconds": args.seconds, "retrieval_budget": args.retrieval, "full_view": args.full_view, "append": args.append,
-        "packs": main.count, "errors": main.errors, "achieved_per_sec": round(main.achieved),
+        "sessions": sessions.len(), "fresh": args.fresh,
+        "packs": main.count, "errors": main.errors, "refused": main.refused, "achieved_per_sec": round(main.achieved),
         "p50_ms": round(main.p50_ms), "p90_ms": round(main.p90_ms), "p99_ms": round(main.p99_ms), "max_ms": round(main.max_ms),
+        "with_vectors_pct": round(main.vectors_pct()),
         "cpu_ms_per_pack": main.cpu.map(|(m, _)| round(m)), "process_cpu_ms_per_pack": main.cpu.map(|(_, p)| round(p)),
+        "cold": cold.as_ref().map(|c| json!({"seconds": args.cold_seconds, "packs": c.count, "errors": c.errors, "refused": c.refused, "achieved_per_sec": round(c.achieved), "p50_ms": round(c.p50_ms), "p99_ms": round(c.p99_ms), "max_ms": round(c.max_ms), "with_vectors_pct": round(c.vectors_pct())})),
+        "embedding_lag": {"start": lag_at_start, "end": lag_at_end},
         "phases_ms": breakdown,
         "saturation": saturation,
     });
@@ -167,6 +216,10 @@ fn source_names(config: &ConfigArgs) -> anyhow::Result<String> {
 struct PhaseResult {
     count: u64,
     errors: u64,
+    /// Refused with RESOURCE_EXHAUSTED (load shed), among `errors`.
+    refused: u64,
+    /// Packs built with vectors.
+    with_vectors: u64,
     achieved: f64,
     p50_ms: f64,
     p90_ms: f64,
@@ -178,14 +231,26 @@ struct PhaseResult {
 }
 
 impl PhaseResult {
+    fn vectors_pct(&self) -> f64 {
+        100.0 * self.with_vectors as f64 / self.count.max(1) as f64
+    }
+
     fn line(&self, offered: f64) -> String {
         let cpu = match self.cpu {
             Some((machine, process)) => format!("; CPU per pack {machine:.2} ms (this process {process:.2} ms)"),
             None => String::new(),
         };
         format!(
-            "{} packs ({} errors), offered {offered:.0}/s, achieved {:.0}/s; latency p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms{cpu}",
-            self.count, self.errors, self.achieved, self.p50_ms, self.p90_ms, self.p99_ms, self.max_ms
+            "{} packs ({} errors, {} refused), offered {offered:.0}/s, achieved {:.0}/s; latency p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms; {:.1}% with vectors{cpu}",
+            self.count,
+            self.errors,
+            self.refused,
+            self.achieved,
+            self.p50_ms,
+            self.p90_ms,
+            self.p99_ms,
+            self.max_ms,
+            self.vectors_pct()
         )
     }
 }
@@ -215,6 +280,9 @@ async fn phase(
 ) -> anyhow::Result<PhaseResult> {
     let hist = Arc::new(Mutex::new(hdrhistogram::Histogram::<u64>::new_with_bounds(1, 120_000_000, 3)?));
     let errors = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let refused = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let with_vectors = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let spread = args.sessions > 0;
     // A few HTTP/2 connections shared by the workers, as agents behind a few gateways would.
     let mut clients = Vec::new();
     for _ in 0..8 {
@@ -232,12 +300,15 @@ async fn phase(
     for w in 0..args.workers {
         let mut client = clients[w % clients.len()].clone();
         let (hist, errors, sessions) = (hist.clone(), errors.clone(), sessions.clone());
+        let (refused, with_vectors) = (refused.clone(), with_vectors.clone());
         let (ns, retrieval) = (conn.namespace.clone(), args.retrieval);
         let view = if args.full_view { pb::PackView::Full } else { pb::PackView::Basic } as i32;
         let args_append = args.append;
         let offset = interval.mul_f64(w as f64 / args.workers as f64);
         workers.push(tokio::spawn(async move {
             let mut k: u32 = 0;
+            // A worker's own stream of sessions: deterministic for a seed, different per worker.
+            let mut rng = 0x9e37_79b9_7f4a_7c15u64 ^ (w as u64).wrapping_mul(0xbf58_476d_1ce4_e5b9);
             let mut inflight = Vec::new();
             loop {
                 let scheduled = start + offset + interval * k;
@@ -245,9 +316,17 @@ async fn phase(
                     break;
                 }
                 tokio::time::sleep_until(scheduled.into()).await;
+                let session = if spread {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    sessions[(rng % sessions.len() as u64) as usize].clone()
+                } else {
+                    sessions[w].clone()
+                };
                 let req = pb::BuildPackRequest {
                     namespace: ns.clone(),
-                    session_id: sessions[w].clone(),
+                    session_id: session.clone(),
                     user_message: user_message(QUERIES[(w + k as usize) % QUERIES.len()]),
                     budgets: Some(pb::Budgets { retrieval: Some(retrieval), ..Default::default() }),
                     view,
@@ -255,7 +334,7 @@ async fn phase(
                 };
                 let append = args_append.then(|| pb::AppendEventsRequest {
                     namespace: ns.clone(),
-                    session_id: sessions[w].clone(),
+                    session_id: session.clone(),
                     events: vec![pb::EventInput {
                         kind: "assistant_message".into(),
                         content: format!(
@@ -267,6 +346,7 @@ async fn phase(
                     ..Default::default()
                 });
                 let ((mut c, mut e), hist, errors) = (client.clone(), hist.clone(), errors.clone());
+                let (refused, with_vectors) = (refused.clone(), with_vectors.clone());
                 inflight.push(tokio::spawn(async move {
                     let turn = async {
                         if let Some(a) = append {
@@ -275,13 +355,19 @@ async fn phase(
                         c.build_pack(req).await
                     };
                     match turn.await {
-                        Ok(_) => {
+                        Ok(p) => {
+                            if p.get_ref().vectors_used {
+                                with_vectors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            }
                             let us = scheduled.elapsed().as_micros().max(1) as u64;
                             if let Ok(mut h) = hist.lock() {
                                 let _ = h.record(us);
                             }
                         }
                         Err(e) => {
+                            if e.code() == tonic::Code::ResourceExhausted {
+                                refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            }
                             if errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0 {
                                 eprintln!("pack error: {e}");
                             }
@@ -310,6 +396,8 @@ async fn phase(
     Ok(PhaseResult {
         count: h.len(),
         errors: errors.load(std::sync::atomic::Ordering::Relaxed),
+        refused: refused.load(std::sync::atomic::Ordering::Relaxed),
+        with_vectors: with_vectors.load(std::sync::atomic::Ordering::Relaxed),
         achieved: h.len() as f64 / elapsed,
         p50_ms: ms(0.5),
         p90_ms: ms(0.9),
@@ -334,10 +422,26 @@ async fn ensure_corpus(args: &PackArgs, conn: &Conn, store: &memex_store::Store)
         "SELECT id FROM sessions WHERE namespace_id = $1 AND agent_id LIKE 'packbench-%' ORDER BY created_at LIMIT $2",
     )
     .bind(ns.id)
-    .bind(args.workers as i64 * 4)
+    .bind((args.workers * 4).max(args.sessions) as i64)
     .fetch_all(store.pool())
     .await?;
     Ok(rows.into_iter().map(|(id,)| id.to_string()).collect())
+}
+
+/// Events of the namespace without a vector of the configured model (None without a model).
+async fn embedding_lag(
+    store: &memex_store::Store,
+    namespace: &str,
+    model: Option<&memex_embed::ModelInfo>,
+) -> anyhow::Result<Option<u64>> {
+    let Some(model) = model else { return Ok(None) };
+    let ns = store.namespace(namespace).await?;
+    let (events,): (i64,) = sqlx::query_as("SELECT count(*) FROM events WHERE namespace_id = $1")
+        .bind(ns.id)
+        .fetch_one(store.pool())
+        .await?;
+    let vectors = memex_search::vector_count(store.pool(), ns.id, model).await?;
+    Ok(Some((events as u64).saturating_sub(vectors)))
 }
 
 async fn build_corpus(args: &PackArgs, conn: &Conn, mut have: u64) -> anyhow::Result<()> {
