@@ -8,6 +8,7 @@ mod concurrency;
 mod events;
 mod packs;
 mod planning;
+mod roles;
 mod search;
 mod search_index;
 mod server;

@@ -18,6 +18,10 @@ use serde::{Deserialize, Serialize};
 pub struct Config {
     /// Address `memex serve` listens on.
     pub listen: SocketAddr,
+    /// What this process does: `all` (one machine), `api` (serves RPCs; no embedding worker) or
+    /// `worker` (runs the embedding worker and serves only gRPC health). API and worker
+    /// processes scale apart; workers share the work through leases in Postgres.
+    pub role: Role,
     pub database: DatabaseConfig,
     pub auth: AuthConfig,
     pub limits: LimitsConfig,
@@ -118,6 +122,21 @@ pub struct EmbeddingConfig {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+pub enum Role {
+    All,
+    Api,
+    Worker,
+}
+
+impl Role {
+    /// Whether this process runs the background embedding worker (when one is configured).
+    pub fn embeds(self) -> bool {
+        matches!(self, Role::All | Role::Worker)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum EmbeddingProvider {
     Minilm,
     Openai,
@@ -146,6 +165,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 50051)),
+            role: Role::All,
             database: DatabaseConfig::default(),
             auth: AuthConfig::default(),
             limits: LimitsConfig::default(),
@@ -241,8 +261,9 @@ pub enum ConfigError {
 
 /// The top-level keys `MEMEX_*` variables may set; other `MEMEX_*` variables (such as the client's
 /// `MEMEX_API_KEY`) are not configuration and are ignored here.
-const SECTIONS: [&str; 11] = [
+const SECTIONS: [&str; 12] = [
     "listen",
+    "role",
     "database",
     "auth",
     "limits",
@@ -316,6 +337,11 @@ impl Config {
         let e = &self.embedding;
         if e.provider == EmbeddingProvider::Openai && (e.base_url.is_empty() || e.dim == 0 || e.model.is_empty()) {
             return bad("embedding.provider = \"openai\" needs embedding.base_url, embedding.model and embedding.dim");
+        }
+        if self.role == Role::Worker && (e.provider == EmbeddingProvider::None || !e.worker) {
+            return bad(
+                "role = \"worker\" runs the embedding worker: it needs embedding.provider and embedding.worker = true",
+            );
         }
         if e.batch_size == 0 || e.queue_capacity == 0 {
             return bad("embedding.batch_size and embedding.queue_capacity must be > 0");
@@ -417,6 +443,16 @@ mod tests {
             assert!(err.to_string().contains(key), "{bad}: {err}");
         }
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_worker_needs_a_model_to_run() {
+        let mut c = Config { role: Role::Worker, ..Config::default() };
+        c.validate().expect("the default model");
+        c.embedding.provider = EmbeddingProvider::None;
+        let err = c.validate().expect_err("nothing to do");
+        assert!(err.to_string().contains("role = \"worker\""), "{err}");
+        assert!(Config { role: Role::Api, ..Config::default() }.redacted().contains("role = \"api\""));
     }
 
     #[test]

@@ -22,6 +22,8 @@ pub struct ConfigArgs {
 pub struct Overrides {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub listen: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
     #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
     pub database: serde_json::Map<String, serde_json::Value>,
     #[serde(skip_serializing_if = "serde_json::Map::is_empty")]

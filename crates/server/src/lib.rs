@@ -68,6 +68,41 @@ pub async fn connect_store(config: &Config) -> Result<Store, memex_store::StoreE
     Store::connect(&config.database.url, &opts).await
 }
 
+/// A `worker`-role process: the embedding worker, and gRPC health for the orchestrator's probes
+/// (NOT_SERVING once shutdown starts). It serves no memex RPC.
+async fn run_worker(
+    listener: TcpListener,
+    config: Config,
+    store: Store,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServerError> {
+    let worker = search::start_worker(&config, store.clone()).await?;
+    let (health_reporter, health) = tonic_health::server::health_reporter();
+    health_reporter.set_service_status("", tonic_health::ServingStatus::Serving).await;
+    let signal = async move {
+        shutdown.await;
+        tracing::info!("shutdown requested: stopping the embedding worker");
+        health_reporter.set_service_status("", tonic_health::ServingStatus::NotServing).await;
+    };
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    tracing::info!(role = "worker", "memex worker running");
+    Server::builder().add_service(health).serve_with_incoming_shutdown(incoming, signal).await?;
+    let cleanup = async {
+        if let Some(w) = worker {
+            w.stop().await;
+        }
+        store.pool().close().await;
+    };
+    if tokio::time::timeout(CLEANUP, cleanup).await.is_err() {
+        tracing::warn!(
+            secs = CLEANUP.as_secs(),
+            "the embedding worker did not stop in time: abandoned (its lease expires)"
+        );
+    }
+    tracing::info!("memex worker stopped");
+    Ok(())
+}
+
 /// After the RPCs, how long the background work (index loop, embedding worker, the pool) gets to stop.
 const CLEANUP: Duration = Duration::from_secs(3);
 
@@ -87,6 +122,9 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Ou
     if config.database.migrate_on_start {
         store.migrate().await?;
         tracing::info!("database migrations applied");
+    }
+    if config.role == config::Role::Worker {
+        return run_worker(listener, config, store, shutdown).await;
     }
     let mut state = AppState::new(store.clone(), &config);
     // The index and the context engine see full views through the compiled sessions.

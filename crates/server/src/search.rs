@@ -67,6 +67,17 @@ fn query_vector_metric(stats: Arc<memex_search::QueryVectorStats>) -> openteleme
         .build()
 }
 
+/// The embedding worker of a `worker`-role process, without the text index or the RPCs.
+pub async fn start_worker(config: &Config, store: Store) -> Result<Option<EmbeddingWorker>, ServerError> {
+    let Some(embedder) = embedder(&config.embedding)? else { return Ok(None) };
+    let opts = WorkerOptions {
+        batch_size: config.embedding.batch_size,
+        queue_capacity: config.embedding.queue_capacity,
+        ..WorkerOptions::default()
+    };
+    Ok(Some(EmbeddingWorker::start(store, embedder, opts).await?))
+}
+
 impl SearchRuntime {
     /// Loads the model, opens the indexes lazily, and starts the catch-up loop (whose first round
     /// rebuilds any index that is missing) and, if configured, the embedding worker.
@@ -81,7 +92,7 @@ impl SearchRuntime {
         }
         let embedder = embedder(&config.embedding)?;
         let index = Arc::new(SearchIndex::open(store.clone(), config.search.clone(), embedder.clone(), full_view)?);
-        let worker = match (&embedder, config.embedding.worker) {
+        let worker = match (&embedder, config.embedding.worker && config.role.embeds()) {
             (Some(e), true) => {
                 let opts = WorkerOptions {
                     batch_size: config.embedding.batch_size,

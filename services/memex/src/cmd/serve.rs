@@ -10,6 +10,10 @@ pub struct ServeArgs {
     /// Address to listen on (overrides `listen`).
     #[arg(long)]
     pub listen: Option<std::net::SocketAddr>,
+    /// What this process does (overrides `role`): all (default), api (the RPCs, no embedding
+    /// worker) or worker (the embedding worker and gRPC health only).
+    #[arg(long, value_parser = ["all", "api", "worker"])]
+    pub role: Option<String>,
     /// Log format (overrides log.format).
     #[arg(long, value_parser = ["text", "json"])]
     pub log_format: Option<String>,
@@ -24,6 +28,7 @@ pub fn load(args: &ConfigArgs, serve: Option<&ServeArgs>) -> anyhow::Result<Conf
     let mut o = Overrides::default();
     if let Some(s) = serve {
         o.listen = s.listen.map(|a| a.to_string());
+        o.role = s.role.clone();
         if s.insecure_disable_auth {
             o.auth.insert("enabled".into(), false.into());
         }
