@@ -106,7 +106,7 @@ async fn a_rebuilt_index_answers_exactly_like_the_live_one() {
     // A directory of another schema version, or garbage, is rebuilt at open.
     let ns_dir = other_dir.join(ns.id.to_string());
     drop(other);
-    std::fs::write(ns_dir.join("memex-search.json"), r#"{"schema_version":0}"#).unwrap();
+    std::fs::write(ns_dir.join("memex-index.json"), r#"{"schema_version":0}"#).unwrap();
     let again = index(&srv.store, &other_dir, None);
     assert_eq!(answers(&again, ns.id).await, live_answers);
     drop(again);

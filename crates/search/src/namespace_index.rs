@@ -19,7 +19,10 @@ use memex_pointer::LineRange;
 
 use crate::{IndexError, SearchFilter};
 
-const VERSION_FILE: &str = "memex-search.json";
+/// The file beside each index that names its schema version. Its name is on disk in every
+/// replica's index directory: it must not follow renames of the crate (a missing file means
+/// "another version", and the index is rebuilt from Postgres).
+const VERSION_FILE: &str = "memex-index.json";
 
 /// Memory the writer may buffer before flushing a segment (tantivy's minimum is 15 MB per thread).
 const WRITER_BUDGET: usize = 96 * 1024 * 1024;
@@ -500,6 +503,23 @@ pub(crate) mod tests {
     use memex_store::Event;
 
     use super::*;
+
+    /// An index written by an earlier release (its version file is `memex-index.json`) opens as
+    /// it is: an upgrade must not rebuild every replica's index.
+    #[test]
+    fn an_index_of_this_schema_reopens_without_a_rebuild() {
+        let dir = std::env::temp_dir().join(format!("memex-version-file-{}", Uuid::now_v7().simple()));
+        let ns = Uuid::now_v7();
+        let (_, created) = NamespaceIndex::open(&dir, ns).expect("create");
+        assert!(created);
+        let written: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("memex-index.json")).expect("the version file"))
+                .expect("json");
+        assert_eq!(written["schema_version"], SCHEMA_VERSION);
+        let (_, created) = NamespaceIndex::open(&dir, ns).expect("reopen");
+        assert!(!created, "reopened as it was");
+        let _ = std::fs::remove_dir_all(dir);
+    }
 
     fn event(seq: u64, content: &str) -> Event {
         event_in(7, seq, content)
