@@ -15,11 +15,13 @@ BENCH_BIN         := $${CARGO_TARGET_DIR:-target}/release/memex-bench
 .PHONY: run test setup toolchain db model build release release-bench lint fmt bench-ingest clean-test-dbs
 
 run: setup release
+	$(BIN) model distill
 	$(BIN) admin bootstrap --namespace default --key-file .memex/dev.key --database-url $(DATABASE_URL)
 	@echo "API key for namespace 'default' is in .memex/dev.key"
 	$(BIN) serve --database-url $(DATABASE_URL)
 
 test: setup
+	$(CARGO) run --locked -q -p memex -- model distill
 	TEST_DATABASE_URL=$(TEST_DATABASE_URL) $(CARGO) test --workspace --locked
 
 setup: toolchain db model

@@ -401,3 +401,54 @@ async fn a_saturated_model_costs_searches_their_vectors_not_their_answers() {
     assert!(stats.cached.load(std::sync::atomic::Ordering::Relaxed) >= 1, "{stats:?}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// The fast tier (a static table distilled from the model) gives packs their vectors at a fleet's
+/// rate: a `Fast` search ranks by its vectors without waiting on the model, and a `Best` search
+/// whose model vector is late falls back to it instead of to BM25 alone.
+#[tokio::test]
+async fn the_fast_tier_answers_when_the_model_cannot() {
+    let srv = server_or_skip!();
+    let mut f = fixture(&srv, "ft").await;
+    f.append((0..20).map(|i| ev("note", &format!("deploy cache error {i}"))).collect()).await.unwrap();
+    let ns = srv.store.namespace("ft").await.unwrap();
+    let model = tiny("ft", 8);
+    let table_dir = tmp("ft-static");
+    memex_embed::StaticTable::distill(&model, &table_dir).unwrap();
+    let fast: Arc<dyn Embedder> = Arc::new(memex_embed::StaticTable::load(&table_dir, "ft-static".into()).unwrap());
+    // The fast tier's worker embeds every event.
+    let opts = WorkerOptions { poll_interval: Duration::from_millis(20), ..WorkerOptions::default() };
+    let w = EmbeddingWorker::start(srv.store.clone(), fast.clone(), opts).await.unwrap();
+    assert!(w.wait_idle(Duration::from_secs(60)).await.unwrap());
+    w.stop().await;
+    assert_eq!(vector_count(srv.store.pool(), ns.id, fast.info()).await.unwrap(), 20);
+
+    // The model itself is stuck.
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let stuck: Arc<dyn Embedder> = Arc::new(Gated { inner: model, gate });
+    let dir = tmp("ft");
+    let mut opts = SearchConfig::in_dir(dir.to_string_lossy());
+    opts.query_embed_wait_ms = 50;
+    let idx = SearchIndex::open(srv.store.clone(), opts, Some(stuck), Arc::new(memex_pointer::NoFullView))
+        .unwrap()
+        .with_fast_tier(fast);
+    let mut fast_req = SearchRequest::new("deploy cache", 5);
+    fast_req.tier = memex_search::VectorTier::Fast;
+    fast_req.bm25_weight = 0.0;
+    let r = idx.search(ns.id, &fast_req).await.unwrap();
+    assert!(r.vectors_used && r.hits.len() == 5 && r.hits.iter().all(|h| h.score.vector_rank > 0), "{r:?}");
+    let asked = |s: &memex_search::QueryVectorStats| {
+        use std::sync::atomic::Ordering::Relaxed;
+        s.cached.load(Relaxed) + s.embedded.load(Relaxed) + s.shed.load(Relaxed) + s.late.load(Relaxed)
+    };
+    let stats = idx.query_vector_stats().expect("a model");
+    assert_eq!(asked(&stats), 0, "a Fast search never waits on the model");
+    // Best: the model's vector is late, the fast tier's ranks instead of BM25 alone.
+    let mut best = SearchRequest::new("deploy cache", 5);
+    best.bm25_weight = 0.0;
+    let r = idx.search(ns.id, &best).await.unwrap();
+    assert!(r.vectors_used && r.hits.iter().all(|h| h.score.vector_rank > 0), "{r:?}");
+    assert_eq!(stats.late.load(std::sync::atomic::Ordering::Relaxed), 1, "the model was asked, and was late");
+    for d in [dir, table_dir] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}

@@ -11,6 +11,7 @@
 mod error;
 pub mod minilm;
 pub mod openai;
+mod static_table;
 
 use std::sync::Arc;
 
@@ -19,6 +20,7 @@ use futures::future::BoxFuture;
 pub use error::EmbedError;
 pub use minilm::{MiniLm, MiniLmOptions};
 pub use openai::{OpenAiEmbedder, OpenAiOptions};
+pub use static_table::StaticTable;
 
 /// Which model made a vector. Stored beside every vector: a vector is only ever compared with
 /// vectors of the same model and dimension, and a change of model re-embeds.

@@ -96,6 +96,19 @@ impl MiniLm {
         self.inner.embed(texts)
     }
 
+    /// Vectors of token-id sequences of equal length (special tokens included), as
+    /// [`MiniLm::embed_sync`] would give for texts that tokenize to them: what distils a static
+    /// table ([`crate::StaticTable`]).
+    pub fn embed_ids(&self, batch: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.inner.forward_ids(batch)
+    }
+
+    /// The tokenizer, as `tokenizer.json` text (a static table distilled from this model tokenizes
+    /// the same way).
+    pub fn tokenizer_json(&self) -> Result<String, EmbedError> {
+        self.inner.tokenizer.to_string(false).map_err(load_err)
+    }
+
     /// Tokens the model sees for `texts` after truncation, for throughput figures.
     pub fn count_tokens(&self, texts: &[&str]) -> Result<usize, EmbedError> {
         let mut n = 0;
@@ -134,6 +147,22 @@ impl Inner {
             .map(|e| Tensor::new(e.get_attention_mask(), dev))
             .collect::<candle_core::Result<Vec<_>>>()
             .map_err(infer_err)?;
+        self.pooled(ids, masks)
+    }
+
+    /// Token ids of equal length, all attended to.
+    fn forward_ids(&self, batch: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let dev = &Device::Cpu;
+        let ids = batch.iter().map(|b| Tensor::new(b.as_slice(), dev)).collect::<candle_core::Result<Vec<_>>>();
+        let masks = batch
+            .iter()
+            .map(|b| Tensor::new(vec![1u32; b.len()].as_slice(), dev))
+            .collect::<candle_core::Result<Vec<_>>>();
+        self.pooled(ids.map_err(infer_err)?, masks.map_err(infer_err)?)
+    }
+
+    /// Masked mean pooling of the model's output, L2-normalised.
+    fn pooled(&self, ids: Vec<Tensor>, masks: Vec<Tensor>) -> Result<Vec<Vec<f32>>, EmbedError> {
         let run = || -> candle_core::Result<Vec<Vec<f32>>> {
             let ids = Tensor::stack(&ids, 0)?;
             let mask = Tensor::stack(&masks, 0)?;
@@ -178,7 +207,7 @@ pub fn tiny_random(name: &str, dim: usize, vocab: &[&str]) -> Result<MiniLm, Emb
     use tokenizers::pre_tokenizers::whitespace::Whitespace;
 
     let mut words: HashMap<String, u32> = HashMap::new();
-    for (i, w) in ["[PAD]", "[UNK]"].iter().chain(vocab).enumerate() {
+    for (i, w) in ["[PAD]", "[UNK]", "[CLS]", "[SEP]"].iter().chain(vocab).enumerate() {
         words.insert((*w).to_owned(), i as u32);
     }
     let config = Config {

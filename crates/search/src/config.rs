@@ -97,6 +97,7 @@ impl SearchConfig {
             session_weight: self.session_weight,
             candidates: self.candidates,
             mmr_lambda: None,
+            tier: crate::VectorTier::Best,
             with_text: false,
             with_lines: true,
             heads_total: None,

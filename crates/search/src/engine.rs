@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use memex_embed::Embedder;
+use memex_embed::{Embedder, ModelInfo};
 use memex_event::{FieldError, NamespaceId, Seq, SessionId, role_of_kind};
 use memex_pointer::{FullView, LineRange, Stability};
 use memex_rank::{RankedList, RrfOptions, mmr, query_terms, rrf};
@@ -14,7 +14,8 @@ use crate::doc::event_docs;
 use crate::namespace_index::{ChunkHit, NamespaceIndex, namespace_dir};
 use crate::query_vectors::QueryVectors;
 use crate::{
-    Hit, IndexError, RankedEvent, RankedEvents, ScoreParts, SearchConfig, SearchRequest, SearchResults, vectors,
+    Hit, IndexError, RankedEvent, RankedEvents, ScoreParts, SearchConfig, SearchRequest, SearchResults, VectorTier,
+    vectors,
 };
 
 /// Most hits one search may return, and most candidates per retriever.
@@ -45,6 +46,8 @@ pub struct SearchIndex {
     open: tokio::sync::Mutex<HashMap<Uuid, Arc<NamespaceIndex>>>,
     /// Query vectors, bounded and cached (with an embedder).
     query_vectors: Option<QueryVectors>,
+    /// The fast tier: a static table whose vectors every event and query can afford.
+    fast: Option<Arc<dyn Embedder>>,
     /// The lock on `index_dir` this process holds while the index is open.
     _dir_lock: std::fs::File,
 }
@@ -68,8 +71,20 @@ impl SearchIndex {
             full_view,
             open: tokio::sync::Mutex::new(HashMap::new()),
             query_vectors,
+            fast: None,
             _dir_lock,
         })
+    }
+
+    /// Adds the fast tier (a static table distilled from the model): searches that cannot have
+    /// the model's vector in time, and packs ([`VectorTier::Fast`]), rank by its vectors.
+    pub fn with_fast_tier(mut self, fast: Arc<dyn Embedder>) -> SearchIndex {
+        self.fast = Some(fast);
+        self
+    }
+
+    pub fn fast_tier(&self) -> Option<&Arc<dyn Embedder>> {
+        self.fast.as_ref()
     }
 
     pub fn embedder(&self) -> Option<&Arc<dyn Embedder>> {
@@ -291,6 +306,24 @@ impl SearchIndex {
         Ok(RankedEvents { events: r.ranked, vectors_used: r.vectors_used })
     }
 
+    /// The query's vector and the model it is of: the model's own when `tier` allows and it is
+    /// had in time, else the fast tier's (computed on the spot: microseconds), else none.
+    async fn query_vector(
+        &self,
+        query: &str,
+        tier: VectorTier,
+    ) -> Result<Option<(ModelInfo, Arc<Vec<f32>>)>, IndexError> {
+        let model_first = tier == VectorTier::Best || self.fast.is_none();
+        if let (true, Some(q), Some(e)) = (model_first, &self.query_vectors, &self.embedder)
+            && let Some(v) = q.vector(query).await
+        {
+            return Ok(Some((e.info().clone(), v)));
+        }
+        let Some(fast) = &self.fast else { return Ok(None) };
+        let v = fast.embed(vec![query.to_owned()]).await?;
+        Ok(v.into_iter().next().map(|v| (fast.info().clone(), Arc::new(v))))
+    }
+
     /// BM25: the best chunk per event, events in order of their best chunk.
     async fn bm25_list(
         &self,
@@ -383,25 +416,25 @@ impl SearchIndex {
         // reader, and chunk addresses do not survive a reload.
         let searcher = idx.searcher();
         // The query's vector is computed (or found cached) while BM25 runs.
-        let wants_vectors = self.embedder.is_some() && req.vector_weight > 0.0;
+        let wants_vectors = (self.embedder.is_some() || self.fast.is_some()) && req.vector_weight > 0.0;
         let query_vector = async {
-            match (&self.query_vectors, wants_vectors) {
-                (Some(q), true) => q.vector(&req.query).await,
-                _ => None,
+            if !wants_vectors {
+                return Ok(None);
             }
+            self.query_vector(&req.query, req.tier).await
         };
         let (bm25, query_vector) = tokio::join!(self.bm25_list(&idx, &searcher, req, wants_vectors), query_vector);
         let (best_chunk, bm25_items) = bm25?;
+        let query_vector = query_vector?;
 
-        // Vectors: k-NN over the embeddings of the configured model.
+        // Vectors: k-NN over the embeddings of the model the query's vector is of.
         let mut vector_items: Vec<(Uuid, f32)> = Vec::new();
-        let embedder = self.embedder.as_ref().filter(|_| query_vector.is_some());
-        if let (Some(embedder), Some(q)) = (embedder, &query_vector) {
+        if let Some((model, q)) = &query_vector {
             let exact = idx.num_docs() <= self.opts.exact_knn_max;
-            vector_items =
-                vectors::knn(self.store.pool(), ns, embedder.info(), q, &req.filter, req.candidates, exact).await?;
+            vector_items = vectors::knn(self.store.pool(), ns, model, q, &req.filter, req.candidates, exact).await?;
         }
         let vectors_used = query_vector.is_some();
+        let embedder = query_vector.as_ref().map(|(model, _)| model);
 
         let fused = rrf(
             &[
@@ -414,7 +447,7 @@ impl SearchIndex {
             (Some(lambda), Some(embedder)) => {
                 let pool_size = fused.len().min(req.candidates);
                 let ids: Vec<Uuid> = fused[..pool_size].iter().map(|h| h.key).collect();
-                let vecs = vectors::vectors_of(self.store.pool(), ns, embedder.info(), &ids).await?;
+                let vecs = vectors::vectors_of(self.store.pool(), ns, embedder, &ids).await?;
                 let rel: Vec<f64> = fused[..pool_size].iter().map(|h| f64::from(h.score)).collect();
                 mmr(&rel, req.limit, f64::from(lambda), |a, b| match (vecs.get(&ids[a]), vecs.get(&ids[b])) {
                     (Some(x), Some(y)) => f64::from(memex_rank::cosine(x, y)),

@@ -33,7 +33,9 @@ mod worker;
 pub use config::SearchConfig;
 pub use engine::SearchIndex;
 pub use error::IndexError;
-pub use query::{Hit, RankedEvent, RankedEvents, ScoreParts, SearchFilter, SearchRequest, SearchResults, TimeRange};
+pub use query::{
+    Hit, RankedEvent, RankedEvents, ScoreParts, SearchFilter, SearchRequest, SearchResults, TimeRange, VectorTier,
+};
 pub use query_vectors::{QueryVectorOptions, QueryVectorStats};
 pub use schema::SCHEMA_VERSION;
 pub use vectors::{ensure_model_index, vector_count};

@@ -55,10 +55,23 @@ pub struct SearchRequest {
     pub with_text: bool,
     /// Fill hits' full-view line ranges that the index does not store (a lookup per session).
     pub with_lines: bool,
+    /// Which vectors rank the query (see [`VectorTier`]).
+    pub tier: VectorTier,
     /// The sum of the last seqs of `filter.session_ids`, when the caller has just read it (the
     /// context engine does, with the pack's session): the catch-up check then skips that read.
     /// Events appended after the caller read it may be missed, as if the search had come first.
     pub heads_total: Option<u64>,
+}
+
+/// Which vectors a query is ranked by.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum VectorTier {
+    /// The model's, when its vector is had in time; else the fast tier's.
+    #[default]
+    Best,
+    /// The fast tier's (a static table: no inference), when there is one: what a pack, asked for
+    /// at a fleet's rate, can afford.
+    Fast,
 }
 
 impl SearchRequest {

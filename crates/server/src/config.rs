@@ -118,6 +118,13 @@ pub struct EmbeddingConfig {
     /// Texts per embedding call, and jobs queued between the reader and the model.
     pub batch_size: usize,
     pub queue_capacity: usize,
+    /// With `minilm`: a static table distilled from the model (once, about half a minute, written
+    /// to `static_dir`) embeds every event at once and every pack's query, so packs rank by meaning
+    /// at a fleet's rate; MiniLM's vectors follow in the background and rank searches that can
+    /// wait for the model.
+    pub static_tier: bool,
+    /// Where the static table is kept (empty: `<model_dir>-static`).
+    pub static_dir: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -239,6 +246,8 @@ impl Default for EmbeddingConfig {
             worker: true,
             batch_size: 64,
             queue_capacity: 4,
+            static_tier: true,
+            static_dir: String::new(),
         }
     }
 }

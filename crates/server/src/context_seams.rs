@@ -28,8 +28,10 @@ impl CandidateSource for IndexSource {
             let mut req = self.0.config().request(q.text.clone(), q.limit.max(1));
             req.filter.session_ids = q.sessions.clone();
             req.heads_total = q.heads_total;
-            // A pack query (user message + task goals) is long; the vector list needs a model.
-            if self.0.embedder().is_none() {
+            // Packs come at a fleet's rate: their queries are ranked by the fast tier's vectors
+            // (no inference) when there is one. The vector list needs a model of some kind.
+            req.tier = memex_search::VectorTier::Fast;
+            if self.0.embedder().is_none() && self.0.fast_tier().is_none() {
                 req.vector_weight = 0.0;
             }
             // Only the ranking: the pack reads the events and places them in the full view itself.

@@ -76,7 +76,7 @@ async fn run_worker(
     store: Store,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
-    let worker = search::start_worker(&config, store.clone()).await?;
+    let workers = search::start_worker(&config, store.clone()).await?;
     let (health_reporter, health) = tonic_health::server::health_reporter();
     health_reporter.set_service_status("", tonic_health::ServingStatus::Serving).await;
     let signal = async move {
@@ -88,7 +88,7 @@ async fn run_worker(
     tracing::info!(role = "worker", "memex worker running");
     Server::builder().add_service(health).serve_with_incoming_shutdown(incoming, signal).await?;
     let cleanup = async {
-        if let Some(w) = worker {
+        for w in workers {
             w.stop().await;
         }
         store.pool().close().await;

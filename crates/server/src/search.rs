@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use memex_embed::{EmbedError, Embedder, MiniLm, MiniLmOptions, OpenAiEmbedder, OpenAiOptions};
+use memex_embed::{EmbedError, Embedder, MiniLm, MiniLmOptions, OpenAiEmbedder, OpenAiOptions, StaticTable};
 use memex_search::{EmbeddingWorker, SearchIndex, WorkerOptions};
 use memex_store::Store;
 use tokio::sync::watch;
@@ -38,7 +38,7 @@ pub fn embedder(e: &EmbeddingConfig) -> Result<Option<Arc<dyn Embedder>>, EmbedE
 
 pub struct SearchRuntime {
     pub index: Arc<SearchIndex>,
-    worker: Option<EmbeddingWorker>,
+    workers: Vec<EmbeddingWorker>,
     sync: JoinHandle<()>,
     stop: watch::Sender<bool>,
     _query_vectors: Option<opentelemetry::metrics::ObservableCounter<u64>>,
@@ -68,14 +68,54 @@ fn query_vector_metric(stats: Arc<memex_search::QueryVectorStats>) -> openteleme
 }
 
 /// The embedding worker of a `worker`-role process, without the text index or the RPCs.
-pub async fn start_worker(config: &Config, store: Store) -> Result<Option<EmbeddingWorker>, ServerError> {
-    let Some(embedder) = embedder(&config.embedding)? else { return Ok(None) };
-    let opts = WorkerOptions {
-        batch_size: config.embedding.batch_size,
-        queue_capacity: config.embedding.queue_capacity,
-        ..WorkerOptions::default()
+pub async fn start_worker(config: &Config, store: Store) -> Result<Vec<EmbeddingWorker>, ServerError> {
+    let model = embedder(&config.embedding)?;
+    let fast = fast_tier(&config.embedding)?;
+    start_workers(config, &store, model.as_ref(), fast.as_ref()).await
+}
+
+/// The fast tier: a static table distilled from MiniLM (with `provider = "minilm"` and
+/// `static_tier`), distilled at the first start and read from disk afterwards.
+pub fn fast_tier(e: &EmbeddingConfig) -> Result<Option<Arc<dyn Embedder>>, EmbedError> {
+    if e.provider != EmbeddingProvider::Minilm || !e.static_tier {
+        return Ok(None);
+    }
+    let model = if e.model.is_empty() { "all-MiniLM-L6-v2".to_owned() } else { e.model.clone() };
+    let dir = if e.static_dir.is_empty() {
+        format!("{}-static", e.model_dir.trim_end_matches('/'))
+    } else {
+        e.static_dir.clone()
     };
-    Ok(Some(EmbeddingWorker::start(store, embedder, opts).await?))
+    let table = StaticTable::load_or_distill(
+        std::path::Path::new(&dir),
+        std::path::Path::new(&e.model_dir),
+        StaticTable::name_for(&model),
+    )?;
+    Ok(Some(Arc::new(table)))
+}
+
+/// The background embedding workers of a process that embeds: the model's and, when configured,
+/// the fast tier's (many events per batch: a static table embeds thousands per second).
+async fn start_workers(
+    config: &Config,
+    store: &Store,
+    model: Option<&Arc<dyn Embedder>>,
+    fast: Option<&Arc<dyn Embedder>>,
+) -> Result<Vec<EmbeddingWorker>, ServerError> {
+    let mut workers = Vec::new();
+    if let Some(m) = model {
+        let opts = WorkerOptions {
+            batch_size: config.embedding.batch_size,
+            queue_capacity: config.embedding.queue_capacity,
+            ..WorkerOptions::default()
+        };
+        workers.push(EmbeddingWorker::start(store.clone(), m.clone(), opts).await?);
+    }
+    if let Some(f) = fast {
+        let opts = WorkerOptions { batch_size: 512, events_per_job: 1024, ..WorkerOptions::default() };
+        workers.push(EmbeddingWorker::start(store.clone(), f.clone(), opts).await?);
+    }
+    Ok(workers)
 }
 
 impl SearchRuntime {
@@ -91,17 +131,16 @@ impl SearchRuntime {
             return Ok(None);
         }
         let embedder = embedder(&config.embedding)?;
-        let index = Arc::new(SearchIndex::open(store.clone(), config.search.clone(), embedder.clone(), full_view)?);
-        let worker = match (&embedder, config.embedding.worker && config.role.embeds()) {
-            (Some(e), true) => {
-                let opts = WorkerOptions {
-                    batch_size: config.embedding.batch_size,
-                    queue_capacity: config.embedding.queue_capacity,
-                    ..WorkerOptions::default()
-                };
-                Some(EmbeddingWorker::start(store, e.clone(), opts).await?)
-            }
-            _ => None,
+        let fast = fast_tier(&config.embedding)?;
+        let mut index = SearchIndex::open(store.clone(), config.search.clone(), embedder.clone(), full_view)?;
+        if let Some(f) = &fast {
+            index = index.with_fast_tier(f.clone());
+        }
+        let index = Arc::new(index);
+        let workers = if config.embedding.worker && config.role.embeds() {
+            start_workers(config, &store, embedder.as_ref(), fast.as_ref()).await?
+        } else {
+            Vec::new()
         };
         let (stop, mut stop_rx) = watch::channel(false);
         let interval = Duration::from_millis(config.search.sync_interval_ms.max(10));
@@ -120,18 +159,19 @@ impl SearchRuntime {
             }
         });
         let _query_vectors = index.query_vector_stats().map(query_vector_metric);
-        Ok(Some(SearchRuntime { index, worker, sync, stop, _query_vectors }))
+        Ok(Some(SearchRuntime { index, workers, sync, stop, _query_vectors }))
     }
 
-    pub fn worker(&self) -> Option<&EmbeddingWorker> {
-        self.worker.as_ref()
+    /// The model's worker first, then the fast tier's.
+    pub fn workers(&self) -> &[EmbeddingWorker] {
+        &self.workers
     }
 
     /// Stops the loop and the worker (the job in hand is finished).
     pub async fn stop(self) {
         let _ = self.stop.send(true);
         let _ = self.sync.await;
-        if let Some(w) = self.worker {
+        for w in self.workers {
             w.stop().await;
         }
     }

@@ -43,6 +43,25 @@ enum Command {
     Reindex(cmd::reindex::ReindexArgs),
     /// Compile agent traces into VCC views (full, UI, adaptive), like the reference VCC.py.
     View(cmd::view::ViewArgs),
+    /// Embedding models: `memex model distill` writes the static table (`embedding.static_dir`)
+    /// distilled from MiniLM, so that no server start has to (make run and make test do it).
+    #[command(subcommand)]
+    Model(ModelCommand),
+}
+
+#[derive(Subcommand)]
+enum ModelCommand {
+    /// Distil the static embedding table from the configured MiniLM (once; about half a minute).
+    Distill(memex_server::flags::ConfigArgs),
+}
+
+fn distill(args: memex_server::flags::ConfigArgs) -> anyhow::Result<()> {
+    let config = args.load()?;
+    match memex_server::search::fast_tier(&config.embedding)? {
+        Some(t) => eprintln!("static embedding table ready: {} ({} dimensions)", t.info().name, t.info().dim),
+        None => eprintln!("nothing to distil: embedding.provider is not minilm, or embedding.static_tier is off"),
+    }
+    Ok(())
 }
 
 fn main() -> ExitCode {
@@ -65,6 +84,7 @@ fn main() -> ExitCode {
         Command::Artifact(a) => cmd::runtime().and_then(|rt| rt.block_on(cmd::client::artifact(a))),
         Command::Import(a) => cmd::runtime().and_then(|rt| rt.block_on(cmd::client::import(a))),
         Command::Reindex(a) => cmd::runtime().and_then(|rt| rt.block_on(cmd::reindex::run(a))),
+        Command::Model(ModelCommand::Distill(a)) => distill(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -124,6 +124,7 @@ fn convert(r: pb::SearchRequest, d: &memex_search::SearchConfig) -> Result<Searc
         session_weight: non_negative("session_weight", r.session_weight, d.session_weight)?,
         candidates,
         mmr_lambda,
+        tier: memex_search::VectorTier::Best,
         with_text: r.with_text,
         with_lines: true,
         heads_total: None,
