@@ -452,3 +452,36 @@ async fn the_fast_tier_answers_when_the_model_cannot() {
         let _ = std::fs::remove_dir_all(d);
     }
 }
+
+struct Busy(std::sync::atomic::AtomicBool);
+
+impl memex_search::Foreground for Busy {
+    fn busy(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// Background embedding steps aside while the foreground is busy, for at most a second per batch:
+/// it slows down under load but never stops.
+#[tokio::test]
+async fn the_worker_steps_aside_for_requests_but_keeps_going() {
+    let srv = server_or_skip!();
+    let mut f = fixture(&srv, "ya").await;
+    f.append((0..8).map(|i| ev("note", &format!("deploy cache {i}"))).collect()).await.unwrap();
+    let busy = Arc::new(Busy(std::sync::atomic::AtomicBool::new(true)));
+    let opts = WorkerOptions { batch_size: 4, poll_interval: Duration::from_millis(20), ..WorkerOptions::default() };
+    let model: Arc<dyn Embedder> = Arc::new(tiny("ya", 8));
+    let w = EmbeddingWorker::start_yielding(srv.store.clone(), model, opts, Some(busy.clone())).await.unwrap();
+    assert!(w.wait_idle(Duration::from_secs(60)).await.unwrap(), "it keeps going: {:?}", w.progress());
+    let p = w.progress();
+    assert_eq!(p.embedded_events, 8);
+    assert!(p.yielded_seconds >= 1.5, "two batches, each after a second aside: {p:?}");
+    // Not busy: no waiting.
+    busy.0.store(false, std::sync::atomic::Ordering::Relaxed);
+    f.append((0..8).map(|i| ev("note", &format!("cache deploy {i}"))).collect()).await.unwrap();
+    assert!(w.wait_idle(Duration::from_secs(60)).await.unwrap());
+    let q = w.progress();
+    assert_eq!(q.embedded_events, 16);
+    assert!(q.yielded_seconds - p.yielded_seconds < 0.5, "{p:?} then {q:?}");
+    w.stop().await;
+}

@@ -430,7 +430,7 @@ impl SearchIndex {
         // Vectors: k-NN over the embeddings of the model the query's vector is of.
         let mut vector_items: Vec<(Uuid, f32)> = Vec::new();
         if let Some((model, q)) = &query_vector {
-            let exact = idx.num_docs() <= self.opts.exact_knn_max;
+            let exact = req.filter.names_few_sessions() || idx.num_docs() <= self.opts.exact_knn_max;
             vector_items = vectors::knn(self.store.pool(), ns, model, q, &req.filter, req.candidates, exact).await?;
         }
         let vectors_used = query_vector.is_some();

@@ -39,4 +39,4 @@ pub use query::{
 pub use query_vectors::{QueryVectorOptions, QueryVectorStats};
 pub use schema::SCHEMA_VERSION;
 pub use vectors::{ensure_model_index, vector_count};
-pub use worker::{EmbeddingWorker, WorkerOptions, WorkerProgress};
+pub use worker::{EmbeddingWorker, Foreground, WorkerOptions, WorkerProgress};

@@ -349,11 +349,11 @@ impl NamespaceIndex {
         BooleanQuery::new(clauses)
     }
 
-    /// The session terms of `filter` when it names a few sessions (at most `SMALL_TERM_SET`):
+    /// The session terms of `filter` when it names a few sessions (`SearchFilter::FEW_SESSIONS`):
     /// then every term is intersected with them, and only segments holding them are searched.
     fn few_sessions(&self, filter: &SearchFilter) -> Option<Vec<Term>> {
-        let n = filter.session_ids.len();
-        (n > 0 && n <= SMALL_TERM_SET)
+        filter
+            .names_few_sessions()
             .then(|| filter.session_ids.iter().map(|s| self.fields.tag(Tag::Session, &s.to_string())).collect())
     }
 

@@ -25,6 +25,17 @@ pub struct SearchFilter {
     pub time: TimeRange,
 }
 
+impl SearchFilter {
+    /// Most sessions a filter may name and still be served session by session: the text index
+    /// searches only their segments, and k-NN reads only their vectors (exactly, not through
+    /// HNSW, which would filter after the fact and lose recall).
+    pub const FEW_SESSIONS: usize = 16;
+
+    pub fn names_few_sessions(&self) -> bool {
+        (1..=Self::FEW_SESSIONS).contains(&self.session_ids.len())
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchRequest {
     pub query: String,

@@ -59,6 +59,16 @@ impl Default for WorkerOptions {
     }
 }
 
+/// The process's foreground load, as background work sees it.
+pub trait Foreground: Send + Sync {
+    /// True while requests wait for a turn (or enough run at once): background work steps aside.
+    fn busy(&self) -> bool;
+}
+
+/// Longest a worker steps aside before a batch: it keeps a share of the machine however loaded
+/// the replica is, and its lease never lapses while it waits.
+const MAX_YIELD: Duration = Duration::from_secs(1);
+
 /// A snapshot of the worker's counters.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WorkerProgress {
@@ -79,10 +89,13 @@ pub struct WorkerProgress {
     pub backlog_events: u64,
     pub errors: u64,
     pub last_error: Option<String>,
+    /// Seconds spent stepping aside for the foreground.
+    pub yielded_seconds: f64,
 }
 
 #[derive(Default)]
 struct Counters {
+    yielded_micros: AtomicU64,
     embedded_events: AtomicU64,
     skipped_events: AtomicU64,
     embedded_bytes: AtomicU64,
@@ -103,6 +116,8 @@ struct Shared {
     owner: String,
     counters: Counters,
     wake: Notify,
+    /// Stepped aside for before each batch.
+    foreground: Option<Arc<dyn Foreground>>,
     /// Sessions with a job of this worker queued or being embedded: never claimed again meanwhile,
     /// or a slow model (a job waiting longer than the lease) would have the same events embedded twice.
     busy: std::sync::Mutex<std::collections::HashSet<Uuid>>,
@@ -125,8 +140,20 @@ pub struct EmbeddingWorker {
 impl EmbeddingWorker {
     /// Makes sure the model's vector index exists, then starts the two stages.
     pub async fn start(store: Store, embedder: Arc<dyn Embedder>, opts: WorkerOptions) -> Result<Self, IndexError> {
+        Self::start_yielding(store, embedder, opts, None).await
+    }
+
+    /// [`EmbeddingWorker::start`], stepping aside before each batch while `foreground` is busy
+    /// (for up to a second: background work keeps a bounded share, never none).
+    pub async fn start_yielding(
+        store: Store,
+        embedder: Arc<dyn Embedder>,
+        opts: WorkerOptions,
+        foreground: Option<Arc<dyn Foreground>>,
+    ) -> Result<Self, IndexError> {
         ensure_model_index(store.pool(), embedder.info()).await?;
         let shared = Arc::new(Shared {
+            foreground,
             store,
             embedder,
             opts: opts.clone(),
@@ -156,6 +183,7 @@ impl EmbeddingWorker {
             backlog_events: c.backlog_events.load(Ordering::Relaxed),
             errors: c.errors.load(Ordering::Relaxed),
             last_error: c.last_error.lock().ok().and_then(|e| e.clone()),
+            yielded_seconds: c.yielded_micros.load(Ordering::Relaxed) as f64 / 1e6,
         }
     }
 
@@ -390,6 +418,16 @@ async fn embed_loop(s: Arc<Shared>, mut rx: mpsc::Receiver<Job>) {
     }
 }
 
+/// Waits while the foreground is busy, at most [`MAX_YIELD`].
+async fn step_aside(s: &Shared) {
+    let Some(f) = &s.foreground else { return };
+    let started = Instant::now();
+    while f.busy() && started.elapsed() < MAX_YIELD {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    s.counters.yielded_micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+}
+
 async fn embed_job(s: &Shared, job: Job) -> Result<(), IndexError> {
     let c = &s.counters;
     let mut rows = Vec::with_capacity(job.events.len());
@@ -401,6 +439,7 @@ async fn embed_job(s: &Shared, job: Job) -> Result<(), IndexError> {
         .collect();
     c.skipped_events.fetch_add((job.events.len() - with_text.len()) as u64, Ordering::Relaxed);
     for batch in with_text.chunks(s.opts.batch_size.max(1)) {
+        step_aside(s).await;
         renew_lease(s, job.session_id).await?;
         let texts: Vec<String> = batch.iter().map(|(_, t)| t.clone()).collect();
         let bytes: u64 = texts.iter().map(|t| t.len() as u64).sum();

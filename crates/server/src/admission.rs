@@ -12,6 +12,7 @@ use tonic::Status;
 
 pub struct Admission {
     permits: Arc<Semaphore>,
+    max_in_flight: usize,
     waiting: AtomicUsize,
     max_waiting: usize,
     /// Refused for a full queue, and given up waiting at the caller's deadline.
@@ -29,12 +30,16 @@ impl Admission {
     pub fn new(max_in_flight: usize, max_waiting: usize) -> Admission {
         Admission {
             permits: Arc::new(Semaphore::new(max_in_flight.max(1))),
+            max_in_flight: max_in_flight.max(1),
             waiting: AtomicUsize::new(0),
             max_waiting,
             shed: AtomicU64::new(0),
             expired: AtomicU64::new(0),
         }
     }
+
+    /// Requests running at once from which background work steps aside.
+    const BUSY_IN_FLIGHT: usize = 2;
 
     /// A turn for a request whose caller will wait at most `patience` (its gRPC deadline).
     pub async fn admit(&self, patience: Option<Duration>) -> Result<Admitted, Status> {
@@ -69,6 +74,15 @@ impl Admission {
             None => turn.await,
         };
         permit.map(Admitted).map_err(|_| Status::unavailable("the server is shutting down"))
+    }
+}
+
+/// Background work (the embedding workers) steps aside while requests wait for a turn or
+/// several run at once.
+impl memex_search::Foreground for Admission {
+    fn busy(&self) -> bool {
+        let in_flight = self.max_in_flight.saturating_sub(self.permits.available_permits());
+        self.waiting.load(Ordering::Relaxed) > 0 || in_flight >= Self::BUSY_IN_FLIGHT
     }
 }
 

@@ -244,7 +244,7 @@ impl Default for EmbeddingConfig {
             api_key: String::new(),
             timeout_secs: 30,
             worker: true,
-            batch_size: 64,
+            batch_size: 16,
             queue_capacity: 4,
             static_tier: true,
             static_dir: String::new(),

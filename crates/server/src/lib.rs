@@ -129,7 +129,8 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Ou
     let mut state = AppState::new(store.clone(), &config);
     // The index and the context engine see full views through the compiled sessions.
     let full_view: Arc<dyn memex_pointer::FullView> = Arc::new(state.views.clone());
-    let search = search::SearchRuntime::start(&config, store.clone(), full_view.clone()).await?;
+    let foreground: Arc<dyn memex_search::Foreground> = state.admission.clone();
+    let search = search::SearchRuntime::start(&config, store.clone(), full_view.clone(), Some(foreground)).await?;
     state.search = search.as_ref().map(|s| s.index.clone());
     // When search is on, packs draw candidates from the index, and compaction checks it first.
     let mut context = state.context.clone().with_full_view(full_view);

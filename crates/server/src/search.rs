@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use memex_embed::{EmbedError, Embedder, MiniLm, MiniLmOptions, OpenAiEmbedder, OpenAiOptions, StaticTable};
-use memex_search::{EmbeddingWorker, SearchIndex, WorkerOptions};
+use memex_search::{EmbeddingWorker, Foreground, SearchIndex, WorkerOptions};
 use memex_store::Store;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -71,7 +71,7 @@ fn query_vector_metric(stats: Arc<memex_search::QueryVectorStats>) -> openteleme
 pub async fn start_worker(config: &Config, store: Store) -> Result<Vec<EmbeddingWorker>, ServerError> {
     let model = embedder(&config.embedding)?;
     let fast = fast_tier(&config.embedding)?;
-    start_workers(config, &store, model.as_ref(), fast.as_ref()).await
+    start_workers(config, &store, model.as_ref(), fast.as_ref(), None).await
 }
 
 /// The fast tier: a static table distilled from MiniLM (with `provider = "minilm"` and
@@ -101,6 +101,7 @@ async fn start_workers(
     store: &Store,
     model: Option<&Arc<dyn Embedder>>,
     fast: Option<&Arc<dyn Embedder>>,
+    foreground: Option<Arc<dyn Foreground>>,
 ) -> Result<Vec<EmbeddingWorker>, ServerError> {
     let mut workers = Vec::new();
     if let Some(m) = model {
@@ -109,11 +110,11 @@ async fn start_workers(
             queue_capacity: config.embedding.queue_capacity,
             ..WorkerOptions::default()
         };
-        workers.push(EmbeddingWorker::start(store.clone(), m.clone(), opts).await?);
+        workers.push(EmbeddingWorker::start_yielding(store.clone(), m.clone(), opts, foreground.clone()).await?);
     }
     if let Some(f) = fast {
-        let opts = WorkerOptions { batch_size: 512, events_per_job: 1024, ..WorkerOptions::default() };
-        workers.push(EmbeddingWorker::start(store.clone(), f.clone(), opts).await?);
+        let opts = WorkerOptions { batch_size: 128, events_per_job: 512, ..WorkerOptions::default() };
+        workers.push(EmbeddingWorker::start_yielding(store.clone(), f.clone(), opts, foreground).await?);
     }
     Ok(workers)
 }
@@ -122,10 +123,12 @@ impl SearchRuntime {
     /// Loads the model, opens the indexes lazily, and starts the catch-up loop (whose first round
     /// rebuilds any index that is missing) and, if configured, the embedding worker.
     /// `lines` answers hits' full-view line ranges (the server's view cache).
+    /// `foreground`: what the background workers step aside for (the RPCs' admission).
     pub async fn start(
         config: &Config,
         store: Store,
         full_view: Arc<dyn memex_pointer::FullView>,
+        foreground: Option<Arc<dyn Foreground>>,
     ) -> Result<Option<SearchRuntime>, ServerError> {
         if !config.search.enabled {
             return Ok(None);
@@ -138,7 +141,7 @@ impl SearchRuntime {
         }
         let index = Arc::new(index);
         let workers = if config.embedding.worker && config.role.embeds() {
-            start_workers(config, &store, embedder.as_ref(), fast.as_ref()).await?
+            start_workers(config, &store, embedder.as_ref(), fast.as_ref(), foreground).await?
         } else {
             Vec::new()
         };
