@@ -108,7 +108,9 @@ pub async fn run(args: PackArgs) -> anyhow::Result<()> {
         sessions.len()
     );
     let sessions = Arc::new(sessions[..wanted].to_vec());
-    let model = memex_server::search::embedder(&args.config.load()?.embedding)?.map(|e| e.info().clone());
+    let embedding = args.config.load()?.embedding;
+    let model = memex_server::search::embedder(&embedding)?.map(|e| e.info().clone());
+    let fast = memex_server::search::fast_tier(&embedding)?.map(|e| e.info().clone());
     println!(
         "pack: {} workers x {} packs/s = {} packs/s over {} events (namespace {namespace}), {}; sources: {}",
         args.workers,
@@ -126,6 +128,7 @@ pub async fn run(args: PackArgs) -> anyhow::Result<()> {
         println!("  each turn appends an event to its session first: latency is the turn's, append and pack");
     }
     let lag_at_start = embedding_lag(&store, &conn.namespace, model.as_ref()).await?;
+    let fast_lag_at_start = embedding_lag(&store, &conn.namespace, fast.as_ref()).await?;
     let mut cold = None;
     if args.cold_seconds > 0.0 {
         // A new server over the same database: this replica's caches are empty, as after a restart.
@@ -146,8 +149,12 @@ pub async fn run(args: PackArgs) -> anyhow::Result<()> {
     let (packs_after, phases_after) = memex_context::pack_phase_totals();
     println!("  warm: {}", main.line(args.workers as f64 * args.rate));
     let lag_at_end = embedding_lag(&store, &conn.namespace, model.as_ref()).await?;
+    let fast_lag_at_end = embedding_lag(&store, &conn.namespace, fast.as_ref()).await?;
     if let (Some(start), Some(end)) = (lag_at_start, lag_at_end) {
-        println!("  embedding lag (events without a vector): {start} at start, {end} at the end");
+        println!("  embedding lag, the model (events without a vector): {start} at start, {end} at the end");
+    }
+    if let (Some(start), Some(end)) = (fast_lag_at_start, fast_lag_at_end) {
+        println!("  embedding lag, the fast tier: {start} at start, {end} at the end");
     }
     let _ = server;
     let packs = (packs_after - packs_before).max(1);
@@ -192,6 +199,7 @@ pub async fn run(args: PackArgs) -> anyhow::Result<()> {
         "cpu_ms_per_pack": main.cpu.map(|(m, _)| round(m)), "process_cpu_ms_per_pack": main.cpu.map(|(_, p)| round(p)),
         "cold": cold.as_ref().map(|c| json!({"seconds": args.cold_seconds, "packs": c.count, "errors": c.errors, "refused": c.refused, "achieved_per_sec": round(c.achieved), "p50_ms": round(c.p50_ms), "p99_ms": round(c.p99_ms), "max_ms": round(c.max_ms), "with_vectors_pct": round(c.vectors_pct())})),
         "embedding_lag": {"start": lag_at_start, "end": lag_at_end},
+        "fast_tier_lag": {"start": fast_lag_at_start, "end": fast_lag_at_end},
         "phases_ms": breakdown,
         "saturation": saturation,
     });
