@@ -448,6 +448,20 @@ async fn the_fast_tier_answers_when_the_model_cannot() {
     let r = idx.search(ns.id, &best).await.unwrap();
     assert!(r.vectors_used && r.hits.iter().all(|h| h.score.vector_rank > 0), "{r:?}");
     assert_eq!(stats.late.load(std::sync::atomic::Ordering::Relaxed), 1, "the model was asked, and was late");
+    drop(idx);
+
+    // The fast tier keeps no HNSW index: over a namespace too large for exact k-NN it ranks only
+    // a filter of a few sessions, and an unfiltered query goes without vectors.
+    let mut opts = SearchConfig::in_dir(dir.to_string_lossy());
+    opts.exact_knn_max = 5;
+    let fast_only = SearchIndex::open(srv.store.clone(), opts, None, Arc::new(memex_pointer::NoFullView))
+        .unwrap()
+        .with_fast_tier(Arc::new(memex_embed::StaticTable::load(&table_dir, "ft-static".into()).unwrap()));
+    let r = fast_only.search(ns.id, &fast_req).await.unwrap();
+    assert!(!r.vectors_used, "20 events over exact_knn_max, no filter: {r:?}");
+    fast_req.filter.session_ids = vec![f.session.parse().unwrap()];
+    let r = fast_only.search(ns.id, &fast_req).await.unwrap();
+    assert!(r.vectors_used && r.hits.iter().all(|h| h.score.vector_rank > 0), "{r:?}");
     for d in [dir, table_dir] {
         let _ = std::fs::remove_dir_all(d);
     }
@@ -483,5 +497,44 @@ async fn the_worker_steps_aside_for_requests_but_keeps_going() {
     let q = w.progress();
     assert_eq!(q.embedded_events, 16);
     assert!(q.yielded_seconds - p.yielded_seconds < 0.5, "{p:?} then {q:?}");
+    w.stop().await;
+}
+
+/// An embedder that takes 100 ms per call.
+struct Slow(MiniLm);
+
+impl Embedder for Slow {
+    fn info(&self) -> &ModelInfo {
+        self.0.info()
+    }
+
+    fn embed(&self, texts: Vec<String>) -> BoxFuture<'_, Result<Vec<Vec<f32>>, EmbedError>> {
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            self.0.embed(texts).await
+        })
+    }
+}
+
+/// `max_share` bounds the model's share of a core: after each call it rests in proportion.
+#[tokio::test]
+async fn a_worker_with_a_share_rests_after_each_call() {
+    let srv = server_or_skip!();
+    let mut f = fixture(&srv, "sh").await;
+    f.append((0..12).map(|i| ev("note", &format!("deploy {i}"))).collect()).await.unwrap();
+    let opts = WorkerOptions {
+        batch_size: 4,
+        max_share: 0.25,
+        poll_interval: Duration::from_millis(20),
+        ..WorkerOptions::default()
+    };
+    let started = std::time::Instant::now();
+    let w = EmbeddingWorker::start(srv.store.clone(), Arc::new(Slow(tiny("sh", 8))), opts).await.unwrap();
+    assert!(w.wait_idle(Duration::from_secs(60)).await.unwrap());
+    let p = w.progress();
+    assert_eq!(p.embedded_events, 12);
+    // Three calls of 0.1 s, each followed by 0.3 s of rest: the model had a quarter of the time.
+    assert!(started.elapsed() >= Duration::from_millis(1100), "{:?} {p:?}", started.elapsed());
+    assert!(p.embed_seconds < 0.5, "{p:?}");
     w.stop().await;
 }

@@ -312,6 +312,7 @@ impl SearchIndex {
         &self,
         query: &str,
         tier: VectorTier,
+        fast_fits: bool,
     ) -> Result<Option<(ModelInfo, Arc<Vec<f32>>)>, IndexError> {
         let model_first = tier == VectorTier::Best || self.fast.is_none();
         if let (true, Some(q), Some(e)) = (model_first, &self.query_vectors, &self.embedder)
@@ -319,7 +320,7 @@ impl SearchIndex {
         {
             return Ok(Some((e.info().clone(), v)));
         }
-        let Some(fast) = &self.fast else { return Ok(None) };
+        let Some(fast) = self.fast.as_ref().filter(|_| fast_fits) else { return Ok(None) };
         let v = fast.embed(vec![query.to_owned()]).await?;
         Ok(v.into_iter().next().map(|v| (fast.info().clone(), Arc::new(v))))
     }
@@ -421,7 +422,9 @@ impl SearchIndex {
             if !wants_vectors {
                 return Ok(None);
             }
-            self.query_vector(&req.query, req.tier).await
+            // The fast tier keeps no HNSW index: it ranks a few sessions, or a small namespace.
+            let fast_fits = req.filter.names_few_sessions() || idx.num_docs() <= self.opts.exact_knn_max;
+            self.query_vector(&req.query, req.tier, fast_fits).await
         };
         let (bm25, query_vector) = tokio::join!(self.bm25_list(&idx, &searcher, req, wants_vectors), query_vector);
         let (best_chunk, bm25_items) = bm25?;
@@ -430,7 +433,8 @@ impl SearchIndex {
         // Vectors: k-NN over the embeddings of the model the query's vector is of.
         let mut vector_items: Vec<(Uuid, f32)> = Vec::new();
         if let Some((model, q)) = &query_vector {
-            let exact = req.filter.names_few_sessions() || idx.num_docs() <= self.opts.exact_knn_max;
+            let fast = self.fast.as_ref().is_some_and(|f| f.info() == model);
+            let exact = fast || req.filter.names_few_sessions() || idx.num_docs() <= self.opts.exact_knn_max;
             vector_items = vectors::knn(self.store.pool(), ns, model, q, &req.filter, req.candidates, exact).await?;
         }
         let vectors_used = query_vector.is_some();

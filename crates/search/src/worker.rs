@@ -40,6 +40,14 @@ pub struct WorkerOptions {
     pub lease: Duration,
     /// Bytes of an event's text that are embedded.
     pub max_text_bytes: usize,
+    /// Keep an HNSW index over this model's vectors (for k-NN over whole namespaces). Its upkeep
+    /// is most of an insert's cost (about 60x); a tier searched only session by session goes
+    /// without.
+    pub vector_index: bool,
+    /// Most of one core the embedder may use, in (0, 1]: after each call of `t` seconds the worker
+    /// rests `t · (1 / share − 1)`. A bounded share for a model that would otherwise take a core
+    /// for hours on a backlog.
+    pub max_share: f64,
     /// Only these namespaces (empty: all). Benchmarks scope their worker to their own namespaces.
     pub namespaces: Vec<Uuid>,
 }
@@ -54,6 +62,8 @@ impl Default for WorkerOptions {
             poll_interval: Duration::from_millis(500),
             lease: Duration::from_secs(120),
             max_text_bytes: 2048,
+            vector_index: true,
+            max_share: 1.0,
             namespaces: Vec::new(),
         }
     }
@@ -151,7 +161,9 @@ impl EmbeddingWorker {
         opts: WorkerOptions,
         foreground: Option<Arc<dyn Foreground>>,
     ) -> Result<Self, IndexError> {
-        ensure_model_index(store.pool(), embedder.info()).await?;
+        if opts.vector_index {
+            ensure_model_index(store.pool(), embedder.info()).await?;
+        }
         let shared = Arc::new(Shared {
             foreground,
             store,
@@ -445,7 +457,12 @@ async fn embed_job(s: &Shared, job: Job) -> Result<(), IndexError> {
         let bytes: u64 = texts.iter().map(|t| t.len() as u64).sum();
         let t0 = Instant::now();
         let vectors = s.embedder.embed(texts).await?;
-        c.embed_micros.fetch_add(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
+        let took = t0.elapsed();
+        c.embed_micros.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+        let share = s.opts.max_share.clamp(0.01, 1.0);
+        if share < 1.0 {
+            tokio::time::sleep(took.mul_f64(1.0 / share - 1.0)).await;
+        }
         c.batches.fetch_add(1, Ordering::Relaxed);
         c.embedded_bytes.fetch_add(bytes, Ordering::Relaxed);
         if vectors.len() != batch.len() {

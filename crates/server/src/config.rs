@@ -125,6 +125,9 @@ pub struct EmbeddingConfig {
     pub static_tier: bool,
     /// Where the static table is kept (empty: `<model_dir>-static`).
     pub static_dir: String,
+    /// Most of one core the model's background worker may take (0..=1): on a backlog it would
+    /// otherwise take a core for hours. The fast tier's worker is cheap and not bounded.
+    pub worker_share: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -248,6 +251,7 @@ impl Default for EmbeddingConfig {
             queue_capacity: 4,
             static_tier: true,
             static_dir: String::new(),
+            worker_share: 0.5,
         }
     }
 }
@@ -351,6 +355,9 @@ impl Config {
             return bad(
                 "role = \"worker\" runs the embedding worker: it needs embedding.provider and embedding.worker = true",
             );
+        }
+        if !(e.worker_share > 0.0 && e.worker_share <= 1.0) {
+            return bad("embedding.worker_share must be within (0, 1]");
         }
         if e.batch_size == 0 || e.queue_capacity == 0 {
             return bad("embedding.batch_size and embedding.queue_capacity must be > 0");

@@ -108,12 +108,15 @@ async fn start_workers(
         let opts = WorkerOptions {
             batch_size: config.embedding.batch_size,
             queue_capacity: config.embedding.queue_capacity,
+            max_share: config.embedding.worker_share,
             ..WorkerOptions::default()
         };
         workers.push(EmbeddingWorker::start_yielding(store.clone(), m.clone(), opts, foreground.clone()).await?);
     }
     if let Some(f) = fast {
-        let opts = WorkerOptions { batch_size: 128, events_per_job: 512, ..WorkerOptions::default() };
+        // Session by session only (packs): no HNSW upkeep, so inserts keep up with any backlog.
+        let opts =
+            WorkerOptions { batch_size: 128, events_per_job: 512, vector_index: false, ..WorkerOptions::default() };
         workers.push(EmbeddingWorker::start_yielding(store.clone(), f.clone(), opts, foreground).await?);
     }
     Ok(workers)
