@@ -216,8 +216,8 @@ impl Default for LimitsConfig {
             max_id_bytes: 256,
             default_timeout_secs: 0,
             max_import_bytes: 256 * 1024 * 1024,
-            max_in_flight: 64,
-            max_waiting: 256,
+            max_in_flight: 32,
+            max_waiting: 64,
         }
     }
 }
