@@ -44,6 +44,10 @@ pub struct LocomoArgs {
     /// ingesting again: their vectors are already embedded, so ranking experiments take minutes.
     #[arg(long)]
     pub reuse: bool,
+    /// Which vectors rank: `best` (the model's, as a search does) or `fast` (the static table
+    /// distilled from it, as a pack does).
+    #[arg(long, default_value = "best", value_parser = ["best", "fast"])]
+    pub tier: String,
 }
 
 const KS: [usize; 4] = [5, 10, 25, 50];
@@ -143,7 +147,7 @@ fn clean_evidence(raw: &[Value], known: &HashSet<String>) -> (Vec<String>, usize
 pub async fn run(args: LocomoArgs) -> anyhow::Result<()> {
     let raw = std::fs::read(&args.data).with_context(|| format!("reading {}", args.data.display()))?;
     let data: Vec<Value> = serde_json::from_slice(&raw).context("locomo10.json is a JSON array of conversations")?;
-    let kit = Kit::open(&args.search, true).await?;
+    let kit = Kit::open(&args.search, true, args.tier == "fast").await?;
     let n_conv = args.conversations.unwrap_or(data.len()).min(data.len().saturating_sub(args.skip));
 
     // Ingest.
@@ -276,6 +280,7 @@ pub async fn run(args: LocomoArgs) -> anyhow::Result<()> {
             req.context_weight = strat.context;
             req.neighbor_weight = strat.neighbor;
             req.session_weight = strat.session;
+            req.tier = kit.tier();
             let hits = kit.index.search(namespaces[q.conv].id, &req).await?.hits;
             let ranked: Vec<String> = hits.iter().filter_map(|h| dia_of.get(&h.event_id).cloned()).collect();
             scores.add(q, &ranked);

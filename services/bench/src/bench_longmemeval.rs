@@ -103,7 +103,7 @@ pub async fn run(args: LongMemEvalArgs) -> anyhow::Result<()> {
     let known = KNOWN.iter().find(|(h, _)| *h == sha).map(|(_, n)| *n);
     eprintln!("{}: sha256 {sha} ({})", args.data.display(), known.unwrap_or("not a published LongMemEval file"));
     let items: Vec<Value> = serde_json::from_slice(&raw).context("a LongMemEval file is a JSON array of questions")?;
-    let kit = Kit::open(&args.search, true).await?;
+    let kit = Kit::open(&args.search, true, false).await?;
     let n = args.questions.unwrap_or(items.len()).min(items.len());
 
     // Averages over the non-abstention questions, and strict ones (questions with gold only), by

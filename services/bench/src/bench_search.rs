@@ -167,7 +167,7 @@ fn make_queries(lines: &[String], n: usize, seed: u64) -> Vec<String> {
 }
 
 pub async fn run(args: SearchBenchArgs) -> anyhow::Result<()> {
-    let kit = Kit::open(&args.search, true).await?;
+    let kit = Kit::open(&args.search, true, false).await?;
     let lines = trace_lines(&args.traces)?;
     eprintln!("{} lines of trace text loaded", lines.len());
     let mut replay = Replay { lines: lines.clone(), cursor: 0, i: 0 };

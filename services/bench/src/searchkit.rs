@@ -17,12 +17,15 @@ pub struct Kit {
     pub store: Store,
     pub index: Arc<SearchIndex>,
     pub embedder: Option<Arc<dyn memex_embed::Embedder>>,
+    /// Set when the benchmark ranks by the fast tier (the static table) instead of the model.
+    pub fast: Option<Arc<dyn memex_embed::Embedder>>,
     temp_dir: Option<PathBuf>,
 }
 
 impl Kit {
     /// Connects and migrates; `temp_index`: use a fresh directory unless `--index-dir` is given.
-    pub async fn open(args: &SearchArgs, temp_index: bool) -> anyhow::Result<Kit> {
+    /// `fast_tier`: rank by the static table (its worker embeds instead of the model's).
+    pub async fn open(args: &SearchArgs, temp_index: bool, fast_tier: bool) -> anyhow::Result<Kit> {
         let mut config = args.config.load()?;
         if let Some(p) = &args.embedding {
             config.embedding.provider = serde_json::from_value(serde_json::Value::String(p.clone()))?;
@@ -47,18 +50,27 @@ impl Kit {
             memex_server::connect_store(&config).await.context("connecting to the database (make run sets it up)")?;
         store.migrate().await?;
         let embedder = memex_server::search::embedder(&config.embedding).context("loading the embedding model")?;
-        let index = Arc::new(SearchIndex::open(
-            store.clone(),
-            config.search.clone(),
-            embedder.clone(),
-            Arc::new(memex_pointer::NoFullView),
-        )?);
-        Ok(Kit { config, store, index, embedder, temp_dir })
+        let mut index =
+            SearchIndex::open(store.clone(), config.search.clone(), embedder.clone(), Arc::new(memex_pointer::NoFullView))?;
+        let fast = if fast_tier {
+            let f = memex_server::search::fast_tier(&config.embedding)?
+                .context("--tier fast needs embedding.provider = minilm and embedding.static_tier")?;
+            index = index.with_fast_tier(f.clone());
+            Some(f)
+        } else {
+            None
+        };
+        Ok(Kit { config, store, index: Arc::new(index), embedder, fast, temp_dir })
+    }
+
+    /// The vectors searches rank by.
+    pub fn tier(&self) -> memex_search::VectorTier {
+        if self.fast.is_some() { memex_search::VectorTier::Fast } else { memex_search::VectorTier::Best }
     }
 
     /// Starts an embedding worker for `namespaces` only (None without an embedder).
     pub async fn worker(&self, namespaces: &[Uuid]) -> anyhow::Result<Option<EmbeddingWorker>> {
-        let Some(e) = &self.embedder else { return Ok(None) };
+        let Some(e) = self.fast.as_ref().or(self.embedder.as_ref()) else { return Ok(None) };
         let opts = WorkerOptions {
             batch_size: self.config.embedding.batch_size,
             queue_capacity: self.config.embedding.queue_capacity,
