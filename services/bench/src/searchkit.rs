@@ -50,8 +50,12 @@ impl Kit {
             memex_server::connect_store(&config).await.context("connecting to the database (make run sets it up)")?;
         store.migrate().await?;
         let embedder = memex_server::search::embedder(&config.embedding).context("loading the embedding model")?;
-        let mut index =
-            SearchIndex::open(store.clone(), config.search.clone(), embedder.clone(), Arc::new(memex_pointer::NoFullView))?;
+        let mut index = SearchIndex::open(
+            store.clone(),
+            config.search.clone(),
+            embedder.clone(),
+            Arc::new(memex_pointer::NoFullView),
+        )?;
         let fast = if fast_tier {
             let f = memex_server::search::fast_tier(&config.embedding)?
                 .context("--tier fast needs embedding.provider = minilm and embedding.static_tier")?;
