@@ -7,6 +7,7 @@
 
 pub mod admission;
 pub mod auth;
+mod background;
 pub mod config;
 mod context_seams;
 mod convert;
@@ -51,6 +52,10 @@ pub enum ServerError {
     Embed(#[from] memex_embed::EmbedError),
     #[error("search index: {0}")]
     Index(#[from] memex_search::IndexError),
+    #[error("background work: {0}")]
+    Background(String),
+    #[error("background runtime: {0}")]
+    Io(#[from] std::io::Error),
 }
 
 /// Connects the store described by `config.database`.
@@ -76,7 +81,8 @@ async fn run_worker(
     store: Store,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
-    let workers = search::start_worker(&config, store.clone()).await?;
+    let background = background::Background::start()?;
+    let workers = search::start_worker(&config, &background).await?;
     let (health_reporter, health) = tonic_health::server::health_reporter();
     health_reporter.set_service_status("", tonic_health::ServingStatus::Serving).await;
     let signal = async move {

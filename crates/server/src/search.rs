@@ -11,6 +11,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::ServerError;
+use crate::background::Background;
 use crate::config::{Config, EmbeddingConfig, EmbeddingProvider};
 
 /// The embedder `[embedding]` asks for (None for `provider = "none"`).
@@ -39,6 +40,8 @@ pub fn embedder(e: &EmbeddingConfig) -> Result<Option<Arc<dyn Embedder>>, EmbedE
 pub struct SearchRuntime {
     pub index: Arc<SearchIndex>,
     workers: Vec<EmbeddingWorker>,
+    /// The workers' runtime (dropped last: what still runs there is abandoned).
+    background: Option<Background>,
     sync: JoinHandle<()>,
     stop: watch::Sender<bool>,
     _query_vectors: Option<opentelemetry::metrics::ObservableCounter<u64>>,
@@ -68,10 +71,10 @@ fn query_vector_metric(stats: Arc<memex_search::QueryVectorStats>) -> openteleme
 }
 
 /// The embedding worker of a `worker`-role process, without the text index or the RPCs.
-pub async fn start_worker(config: &Config, store: Store) -> Result<Vec<EmbeddingWorker>, ServerError> {
+pub async fn start_worker(config: &Config, background: &Background) -> Result<Vec<EmbeddingWorker>, ServerError> {
     let model = embedder(&config.embedding)?;
     let fast = fast_tier(&config.embedding)?;
-    start_workers(config, &store, model.as_ref(), fast.as_ref(), None).await
+    start_workers(config, background, model.as_ref(), fast.as_ref(), None).await
 }
 
 /// The fast tier: a static table distilled from MiniLM (with `provider = "minilm"` and
@@ -95,16 +98,30 @@ pub fn fast_tier(e: &EmbeddingConfig) -> Result<Option<Arc<dyn Embedder>>, Embed
 }
 
 /// The background embedding workers of a process that embeds: the model's and, when configured,
-/// the fast tier's (many events per batch: a static table embeds thousands per second).
+/// the fast tier's (many events per batch: a static table embeds thousands per second). They run
+/// on `background`'s idle-priority threads, with its own small pool of connections.
 async fn start_workers(
     config: &Config,
-    store: &Store,
+    background: &Background,
     model: Option<&Arc<dyn Embedder>>,
     fast: Option<&Arc<dyn Embedder>>,
     foreground: Option<Arc<dyn Foreground>>,
 ) -> Result<Vec<EmbeddingWorker>, ServerError> {
+    let (config, model, fast) = (config.clone(), model.cloned(), fast.cloned());
+    background
+        .run(&config.clone(), move |store| async move { spawn_workers(&config, &store, model, fast, foreground).await })
+        .await
+}
+
+async fn spawn_workers(
+    config: &Config,
+    store: &Store,
+    model: Option<Arc<dyn Embedder>>,
+    fast: Option<Arc<dyn Embedder>>,
+    foreground: Option<Arc<dyn Foreground>>,
+) -> Result<Vec<EmbeddingWorker>, ServerError> {
     let mut workers = Vec::new();
-    if let Some(m) = model {
+    if let Some(m) = &model {
         let opts = WorkerOptions {
             batch_size: config.embedding.batch_size,
             queue_capacity: config.embedding.queue_capacity,
@@ -113,7 +130,7 @@ async fn start_workers(
         };
         workers.push(EmbeddingWorker::start_yielding(store.clone(), m.clone(), opts, foreground.clone()).await?);
     }
-    if let Some(f) = fast {
+    if let Some(f) = &fast {
         // Session by session only (packs): no HNSW upkeep, so inserts keep up with any backlog.
         let opts =
             WorkerOptions { batch_size: 128, events_per_job: 512, vector_index: false, ..WorkerOptions::default() };
@@ -143,10 +160,11 @@ impl SearchRuntime {
             index = index.with_fast_tier(f.clone());
         }
         let index = Arc::new(index);
-        let workers = if config.embedding.worker && config.role.embeds() {
-            start_workers(config, &store, embedder.as_ref(), fast.as_ref(), foreground).await?
+        let (workers, background) = if config.embedding.worker && config.role.embeds() {
+            let background = Background::start()?;
+            (start_workers(config, &background, embedder.as_ref(), fast.as_ref(), foreground).await?, Some(background))
         } else {
-            Vec::new()
+            (Vec::new(), None)
         };
         let (stop, mut stop_rx) = watch::channel(false);
         let interval = Duration::from_millis(config.search.sync_interval_ms.max(10));
@@ -165,7 +183,7 @@ impl SearchRuntime {
             }
         });
         let _query_vectors = index.query_vector_stats().map(query_vector_metric);
-        Ok(Some(SearchRuntime { index, workers, sync, stop, _query_vectors }))
+        Ok(Some(SearchRuntime { index, workers, background, sync, stop, _query_vectors }))
     }
 
     /// The model's worker first, then the fast tier's.
@@ -180,5 +198,6 @@ impl SearchRuntime {
         for w in self.workers {
             w.stop().await;
         }
+        drop(self.background);
     }
 }
