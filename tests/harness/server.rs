@@ -87,6 +87,12 @@ impl TestServer {
         .await
     }
 
+    /// A server with `config` over `store`'s database, as a restart of a stopped one would be
+    /// (its index directory included).
+    pub async fn restart(config: Config, store: Store) -> TestServer {
+        Self::serve(config, store, |_, _| {}).await
+    }
+
     /// Runs a server with `config` (which `at_port` may adjust once its port is known) on
     /// 127.0.0.1 and waits until it answers.
     async fn serve(mut config: Config, store: Store, at_port: impl FnOnce(&mut Config, u16)) -> TestServer {

@@ -41,7 +41,7 @@ pub struct SearchRuntime {
     pub index: Arc<SearchIndex>,
     workers: Vec<EmbeddingWorker>,
     /// The workers' runtime (dropped last: what still runs there is abandoned).
-    background: Option<Background>,
+    _background: Option<Background>,
     sync: JoinHandle<()>,
     stop: watch::Sender<bool>,
     _query_vectors: Option<opentelemetry::metrics::ObservableCounter<u64>>,
@@ -183,7 +183,7 @@ impl SearchRuntime {
             }
         });
         let _query_vectors = index.query_vector_stats().map(query_vector_metric);
-        Ok(Some(SearchRuntime { index, workers, background, sync, stop, _query_vectors }))
+        Ok(Some(SearchRuntime { index, workers, _background: background, sync, stop, _query_vectors }))
     }
 
     /// The model's worker first, then the fast tier's.
@@ -191,13 +191,26 @@ impl SearchRuntime {
         &self.workers
     }
 
-    /// Stops the loop and the worker (the job in hand is finished).
-    pub async fn stop(self) {
+    /// Stops the loop and the workers (the job in hand is finished). A catch-up in the middle
+    /// of a long round is cut off: it is derived work, and the next start resumes it.
+    pub async fn stop(mut self) {
         let _ = self.stop.send(true);
-        let _ = self.sync.await;
-        for w in self.workers {
+        if tokio::time::timeout(SYNC_STOP, &mut self.sync).await.is_err() {
+            self.sync.abort();
+        }
+        for w in std::mem::take(&mut self.workers) {
             w.stop().await;
         }
-        drop(self.background);
+    }
+}
+
+/// How long a stop waits for the catch-up loop's round in hand.
+const SYNC_STOP: Duration = Duration::from_secs(1);
+
+impl Drop for SearchRuntime {
+    /// Dropped without `stop` (a shutdown past its clean-up time): the loop is cut off, so that
+    /// nothing keeps the index, and its directory's lock, alive after the server.
+    fn drop(&mut self) {
+        self.sync.abort();
     }
 }
