@@ -209,7 +209,7 @@ async fn ingest(args: IngestArgs) -> anyhow::Result<()> {
                 let t0 = match due(i) {
                     Some(at) => {
                         tokio::time::sleep_until(at.into()).await;
-                        at
+                        crate::bench_pack::sent_at(at)
                     }
                     None => Instant::now(),
                 };
