@@ -28,6 +28,9 @@ const ADD_BATCH: usize = 20_000;
 /// Events per round of a namespace's catch-up: what a query may have to wait for (about a
 /// tenth of a second on two cores), against a commit per round.
 const ROUND_EVENTS: u64 = 2_000;
+/// Sessions of other waiting queries a catch-up takes along (each waiter's own are always in
+/// its own catch-up).
+const MAX_JOINED: usize = 16;
 
 /// A query's ranking and what hydrating its hits needs: the point-in-time searcher that found
 /// them (chunk addresses mean nothing in another) and each BM25 hit's best chunk.
@@ -195,9 +198,16 @@ impl SearchIndex {
         // read below cover them; the waiting queries then find their sessions caught up.
         let batch: Option<Vec<Uuid>> = match sessions {
             Some(own) => {
-                let mut all: std::collections::HashSet<Uuid> =
-                    std::mem::take(&mut *idx.pending.lock().map_err(|_| poisoned())?);
-                all.extend(own.iter().copied());
+                // A bounded number of the waiters' sessions join: taking them all let a round
+                // grow with the queue behind it (each longer round queued more waiters).
+                let mut all: std::collections::HashSet<Uuid> = own.iter().copied().collect();
+                let mut pending = idx.pending.lock().map_err(|_| poisoned())?;
+                let joining: Vec<Uuid> = pending.iter().copied().take(MAX_JOINED).collect();
+                for id in joining {
+                    pending.remove(&id);
+                    all.insert(id);
+                }
+                drop(pending);
                 let mut all: Vec<Uuid> = all.into_iter().collect();
                 all.sort_unstable();
                 Some(all)
