@@ -83,10 +83,8 @@ fn glued_records_are_a_warning_not_a_crash() {
     let out = memex(&dir, &[bad.to_str().unwrap(), good.to_str().unwrap(), "-o", "."]);
     assert_eq!(out.status.code(), Some(0));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let expected = format!(
-        "{}:128:1008: a second record on the same line (no newline before it); both kept\n",
-        bad.display()
-    );
+    let expected =
+        format!("{}:128:1008: a second record on the same line (no newline before it); both kept\n", bad.display());
     assert_eq!(stderr, expected);
     let full = std::fs::read_to_string(dir.join("entire__37995ebed6e4-2.txt")).unwrap();
     assert!(full.lines().count() > 3000, "the rest of the file is compiled");
