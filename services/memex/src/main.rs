@@ -128,6 +128,8 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader went away (`memex search … | head`): what it wanted was written.
+        Err(e) if cmd::exit::broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("{}", cmd::exit::message(&e));
             ExitCode::from(cmd::exit::status(&e))

@@ -58,7 +58,7 @@ fn print_session(args: &ClientArgs, s: &pb::Session) -> anyhow::Result<()> {
     if args.json() {
         out::print_json(&out::to_json(s, "Session")?)
     } else {
-        println!("{}", session_text(s));
+        outln!("{}", session_text(s));
         Ok(())
     }
 }
@@ -79,7 +79,7 @@ pub async fn session(cmd: SessionCommand) -> anyhow::Result<()> {
             if args.json() {
                 print_session(&args, &s)?;
             } else {
-                println!("{}", s.id);
+                outln!("{}", s.id);
             }
         }
         SessionCommand::Get { args, id } => print_session(&args, &args.client().await?.get_session(&id).await?)?,
@@ -183,7 +183,7 @@ pub async fn append(a: AppendArgs) -> anyhow::Result<()> {
         if a.args.json() {
             return out::print_json(&out::to_json(&ack, "StreamEventsAck")?);
         }
-        println!("appended {} events in {} batches", ack.events_committed, ack.messages_committed);
+        outln!("appended {} events in {} batches", ack.events_committed, ack.messages_committed);
         return Ok(());
     }
     for batch in batches {
@@ -192,7 +192,7 @@ pub async fn append(a: AppendArgs) -> anyhow::Result<()> {
             out::print_json(&out::to_json(&r, "AppendEventsResponse")?)?;
         } else {
             let replayed = if r.replayed { " (replayed)" } else { "" };
-            println!("appended seqs {}..={}{replayed}", r.first_seq, r.last_seq);
+            outln!("appended seqs {}..={}{replayed}", r.first_seq, r.last_seq);
         }
     }
     Ok(())
@@ -343,6 +343,6 @@ pub async fn import(a: ImportArgs) -> anyhow::Result<()> {
         eprintln!("{shown}: {} more diagnostics", r.diagnostic_count as usize - r.diagnostics.len());
     }
     eprintln!("imported {} events ({} format, {} chain(s))", r.events, r.format, r.chains);
-    println!("{}", r.session.map(|s| s.id).unwrap_or_default());
+    outln!("{}", r.session.map(|s| s.id).unwrap_or_default());
     Ok(())
 }

@@ -108,11 +108,11 @@ fn show_pack(args: &ClientArgs, p: &pb::Pack, text_only: bool) -> anyhow::Result
         return out::print_json(&out::to_json(p, "Pack")?);
     }
     if !text_only {
-        print!("{}", pack_summary(p));
+        out!("{}", pack_summary(p));
     }
-    print!("{}", p.text);
+    out!("{}", p.text);
     if !p.text.ends_with('\n') {
-        println!();
+        outln!();
     }
     Ok(())
 }
@@ -176,7 +176,7 @@ pub async fn window(a: WindowArgs) -> anyhow::Result<()> {
     if a.args.json() {
         return out::print_json(&out::to_json(&w, "Window")?);
     }
-    println!(
+    outln!(
         "window of {}  version {}  {} tokens  {} events resident  {} manifests",
         w.session_id,
         w.version,
@@ -185,11 +185,11 @@ pub async fn window(a: WindowArgs) -> anyhow::Result<()> {
         w.manifests.len()
     );
     for m in &w.manifests {
-        print!("{}", manifest_text(m));
+        out!("{}", manifest_text(m));
     }
     for e in &w.events {
         let tool = if e.tool_name.is_empty() { String::new() } else { format!(" {}", e.tool_name) };
-        println!("  seq {:>5}  {}{tool}  {}", e.seq, e.kind, e.event_id);
+        outln!("  seq {:>5}  {}{tool}  {}", e.seq, e.kind, e.event_id);
     }
     Ok(())
 }
@@ -247,7 +247,7 @@ pub async fn compact(a: CompactArgs) -> anyhow::Result<()> {
     }
     let verdict = if r.compacted { "compacted" } else { "not compacted" };
     let fits = if r.fits { "fits" } else { "does not fit" };
-    println!(
+    outln!(
         "{verdict}: {} → {} tokens (target {}, {fits}); {} events evicted; window version {}",
         r.tokens_before,
         r.tokens_after,
@@ -256,10 +256,10 @@ pub async fn compact(a: CompactArgs) -> anyhow::Result<()> {
         r.window_version
     );
     if !r.index_check.is_empty() {
-        println!("victims checked: {}", r.index_check);
+        outln!("victims checked: {}", r.index_check);
     }
     if let Some(m) = &r.manifest {
-        print!("{}", manifest_text(m));
+        out!("{}", manifest_text(m));
     }
     Ok(())
 }
@@ -283,9 +283,9 @@ pub async fn expand(a: ExpandArgs) -> anyhow::Result<()> {
             "events": events,
         }));
     }
-    print!("{}", manifest_text(&manifest));
+    out!("{}", manifest_text(&manifest));
     for e in events {
-        println!("{}", record(e).to_json_line());
+        outln!("{}", record(e).to_json_line());
     }
     Ok(())
 }

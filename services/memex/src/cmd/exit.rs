@@ -32,6 +32,11 @@ pub fn status(e: &anyhow::Error) -> u8 {
     }
 }
 
+/// Whether the command failed only because stdout was closed under it.
+pub fn broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
+}
+
 /// The line printed for a failed command: `memex: CODE: message` for a status, the causes
 /// joined by `: ` otherwise.
 pub fn message(e: &anyhow::Error) -> String {

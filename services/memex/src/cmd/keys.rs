@@ -52,14 +52,14 @@ pub async fn key(cmd: KeyCommand) -> anyhow::Result<()> {
             if let Some(k) = &r.key {
                 eprintln!("key {}", key_line(k));
             }
-            println!("{}", r.token);
+            outln!("{}", r.token);
         }
         KeyCommand::List { args } => {
             for k in args.client().await?.list_api_keys().await? {
                 if args.json() {
                     out::print_json(&out::to_json(&k, "ApiKey")?)?;
                 } else {
-                    println!("{}", key_line(&k));
+                    outln!("{}", key_line(&k));
                 }
             }
         }
@@ -68,7 +68,7 @@ pub async fn key(cmd: KeyCommand) -> anyhow::Result<()> {
             if args.json() {
                 return out::print_json(&out::to_json(&k, "ApiKey")?);
             }
-            println!("{}", key_line(&k));
+            outln!("{}", key_line(&k));
         }
     }
     Ok(())

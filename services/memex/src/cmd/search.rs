@@ -78,9 +78,9 @@ pub async fn search(a: SearchArgs) -> anyhow::Result<()> {
         return out::print_json(&out::to_json(&r, "SearchResponse")?);
     }
     for (i, h) in r.hits.iter().enumerate() {
-        println!("{}", hit_line(i + 1, h));
+        outln!("{}", hit_line(i + 1, h));
         if !h.text.trim().is_empty() {
-            println!("    {}", out::one_line(&h.text, 100));
+            outln!("    {}", out::one_line(&h.text, 100));
         }
     }
     if r.hits.is_empty() {

@@ -124,7 +124,7 @@ pub async fn task(cmd: TaskCommand) -> anyhow::Result<()> {
                 if args.json() {
                     out::print_json(&out::to_json(v, "TaskStateVersion")?)?;
                 } else {
-                    println!("{}", version_line(v));
+                    outln!("{}", version_line(v));
                 }
             }
             Ok(())
@@ -153,9 +153,9 @@ fn show_version(args: &ClientArgs, v: &pb::TaskStateVersion, card: bool) -> anyh
     if args.json() {
         return out::print_json(&out::to_json(v, "TaskStateVersion")?);
     }
-    println!("{}", version_line(v));
+    outln!("{}", version_line(v));
     if card {
-        print!("{}", out::indent(&v.rendered, 2));
+        out!("{}", out::indent(&v.rendered, 2));
     }
     Ok(())
 }
@@ -202,9 +202,9 @@ pub async fn delegate(a: DelegateArgs) -> anyhow::Result<()> {
     if a.args.json() {
         return out::print_json(&out::to_json(&d, "Delegation")?);
     }
-    println!("delegated {} (parent {}): {}", d.task_id, d.parent_task_id, d.objective);
+    outln!("delegated {} (parent {}): {}", d.task_id, d.parent_task_id, d.objective);
     for p in &d.pointers {
-        println!("  pointer {}", format_pointer(p));
+        outln!("  pointer {}", format_pointer(p));
     }
     Ok(())
 }
@@ -251,7 +251,7 @@ fn show_report(args: &ClientArgs, r: &pb::TaskReport) -> anyhow::Result<()> {
         return out::print_json(&out::to_json(r, "TaskReport")?);
     }
     let ptrs: Vec<String> = r.pointers.iter().map(format_pointer).collect();
-    println!(
+    outln!(
         "report #{} {}  task {} (parent {})  {}  event {}\n  {}\n  pointers: {}",
         r.seq,
         r.status,
