@@ -84,6 +84,10 @@ impl Progress {
     }
 
     fn amount(&self, n: u64) -> String {
-        if self.0.bytes { format!("{:.1} MiB", n as f64 / (1 << 20) as f64) } else { n.to_string() }
+        match (self.0.bytes, n < 1 << 20) {
+            (false, _) => n.to_string(),
+            (true, true) => format!("{:.1} KiB", n as f64 / 1024.0),
+            (true, false) => format!("{:.1} MiB", n as f64 / (1 << 20) as f64),
+        }
     }
 }

@@ -44,10 +44,18 @@ async fn sessions_appends_and_events() {
     assert_eq!(events[0]["content"], "fix the flaky test");
     assert_eq!(events[8]["seq"], 9);
 
+    // A tool output over 8 KiB becomes an artifact; `memex artifact` gives its bytes back.
+    let big: String = (0..400).map(|i| format!("line {i} of a long test log\n")).collect();
+    let call = json!({"kind": "tool_call", "tool_name": "Bash", "tool_call_id": "c1", "content": "{}"});
+    let r = cli.append(&s, &[call, json!({"kind": "tool_result", "tool_call_id": "c1", "content": big})]).await;
+    let id = r["artifacts"][0]["id"].as_str().expect("an artifact").to_owned();
+    assert!(id.starts_with("blake3:"), "{id}");
+    assert!(cli.run(&["artifact", &id]).await.ok() == big, "the artifact's bytes, whole");
+
     let list = cli.run(&["session", "list", "--format", "json"]).await;
     let sessions: Vec<serde_json::Value> = list.ok().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(sessions.len(), 1);
-    assert_eq!(sessions[0]["event_count"], 9);
+    assert_eq!(sessions[0]["event_count"], 11);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

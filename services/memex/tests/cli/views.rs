@@ -23,7 +23,8 @@ async fn imports_of_every_form_view_like_the_reference() {
     // A plain file; not on a terminal, progress is plain lines on stderr.
     let plain = cli.run(&["import", trace(&format!("{name}.jsonl")).to_str().unwrap(), "--agent", "claude-code"]).await;
     let s1 = plain.ok().trim().to_owned();
-    assert!(plain.stderr.contains("import: 0.0 MiB of 0.0 MiB\n"), "{}", plain.stderr);
+    let kib = format!("{:.1} KiB", raw.len() as f64 / 1024.0);
+    assert!(plain.stderr.contains(&format!("import: {kib} of {kib}\n")), "{}", plain.stderr);
     assert!(plain.stderr.contains("imported 8 events (claude format, 1 chain(s))"), "{}", plain.stderr);
     // gzip'd, with the .gz name: the session keeps the trace's own name.
     let gz_path = cli.dir.join(format!("{name}.jsonl.gz"));
