@@ -98,12 +98,12 @@ async fn a_client_deadline_is_honoured() {
 }
 
 /// Nothing of a stopped server keeps its index directory locked: a server started right after it
-/// on the same directory (as `memex-bench pack --fresh` restarts in-process) opens it and serves
-/// Search. (A catch-up round longer than the stop's clean-up time, the case that once kept the
-/// lock, takes a corpus of ~10⁵ events: measured by that bench, not here.)
+/// on the same directory (as `memex-bench pack --fresh` restarts in-process), while the first was
+/// still catching up 16,000 events, opens it and serves Search (UNAVAILABLE at worst, for a
+/// moment: never INTERNAL for a lock).
 #[tokio::test]
 async fn a_server_stopped_during_catch_up_frees_its_index_directory() {
-    const EVENTS: usize = 4_000;
+    const EVENTS: usize = 16_000;
     let srv = server_or_skip!();
     let mut f = fixture(&srv, "restart").await;
     let text = "the deploy cache failed with error E0382 again\n".repeat(40);
@@ -131,10 +131,14 @@ async fn a_server_stopped_during_catch_up_frees_its_index_directory() {
                 limit: 5,
                 ..Default::default()
             })
-            .await
-            .expect("the restarted server's Search answers");
-        if !r.into_inner().hits.is_empty() {
-            break;
+            .await;
+        match r {
+            Ok(r) if !r.get_ref().hits.is_empty() => break,
+            Ok(_) => {}
+            // A round cut off mid-write may hold the writer a moment longer: retryable, never
+            // INTERNAL.
+            Err(s) if s.code() == tonic::Code::Unavailable => {}
+            Err(s) => panic!("the restarted server's Search failed: {s:?}"),
         }
         assert!(std::time::Instant::now() < deadline, "the restarted server never caught up");
         tokio::time::sleep(Duration::from_millis(100)).await;

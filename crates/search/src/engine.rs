@@ -54,6 +54,8 @@ pub struct SearchIndex {
     query_vectors: Option<QueryVectors>,
     /// The fast tier: a static table whose vectors every event and query can afford.
     fast: Option<Arc<dyn Embedder>>,
+    /// Set by [`SearchIndex::stop_catching_up`]: background catch-ups end after the round in hand.
+    stopping: std::sync::atomic::AtomicBool,
     /// The lock on `index_dir` this process holds while the index is open.
     _dir_lock: std::fs::File,
 }
@@ -78,6 +80,7 @@ impl SearchIndex {
             open: tokio::sync::Mutex::new(HashMap::new()),
             query_vectors,
             fast: None,
+            stopping: std::sync::atomic::AtomicBool::new(false),
             _dir_lock,
         })
     }
@@ -153,6 +156,9 @@ impl SearchIndex {
         let mut round = Vec::new();
         let mut size = 0;
         for (i, (session, missing)) in behind.iter().enumerate() {
+            if self.is_stopping() {
+                break;
+            }
             round.push(*session);
             size += missing;
             if size >= ROUND_EVENTS || i + 1 == behind.len() {
@@ -336,9 +342,23 @@ impl SearchIndex {
     pub async fn sync_all(&self) -> Result<u64, IndexError> {
         let mut n = 0;
         for ns in self.store.list_namespaces().await? {
+            if self.is_stopping() {
+                break;
+            }
             n += self.catch_up(ns.id, None).await?;
         }
         Ok(n)
+    }
+
+    /// Ends background catch-ups ([`SearchIndex::sync_all`], a namespace's rounds) after the round
+    /// in hand, so that a stopping server lets go of its index writers within a round's time.
+    /// Queries still catch their own sessions up.
+    pub fn stop_catching_up(&self) {
+        self.stopping.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn is_stopping(&self) -> bool {
+        self.stopping.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Hybrid search in one namespace; see the crate docs for the path.

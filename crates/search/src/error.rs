@@ -33,6 +33,16 @@ pub enum IndexError {
 }
 
 impl IndexError {
+    /// The index's writer lock is held. Another process never holds it (the directory's own lock
+    /// is taken at open), so it is this process's previous owner of the index still letting go
+    /// (a server restarted in-process): worth a retry, not an internal error.
+    pub fn writer_busy(&self) -> bool {
+        matches!(
+            self,
+            IndexError::Tantivy(tantivy::TantivyError::LockFailure(tantivy::directory::error::LockError::LockBusy, _))
+        )
+    }
+
     pub(crate) fn io(path: &std::path::Path, source: std::io::Error) -> IndexError {
         IndexError::Io { path: path.display().to_string(), source }
     }

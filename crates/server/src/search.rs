@@ -191,11 +191,14 @@ impl SearchRuntime {
         &self.workers
     }
 
-    /// Stops the loop and the workers (the job in hand is finished). A catch-up in the middle
-    /// of a long round is cut off: it is derived work, and the next start resumes it.
+    /// Stops the loop and the workers (the job in hand is finished). The catch-up loop ends
+    /// after its round in hand (a few thousand events); one that overruns is cut off: derived
+    /// work, which the next start resumes.
     pub async fn stop(mut self) {
+        self.index.stop_catching_up();
         let _ = self.stop.send(true);
         if tokio::time::timeout(SYNC_STOP, &mut self.sync).await.is_err() {
+            tracing::warn!(secs = SYNC_STOP.as_secs(), "the index catch-up round in hand did not end in time: cut off");
             self.sync.abort();
         }
         for w in std::mem::take(&mut self.workers) {
@@ -204,8 +207,9 @@ impl SearchRuntime {
     }
 }
 
-/// How long a stop waits for the catch-up loop's round in hand.
-const SYNC_STOP: Duration = Duration::from_secs(1);
+/// How long a stop waits for the catch-up loop's round in hand (within the server's 3 s of
+/// clean-up).
+const SYNC_STOP: Duration = Duration::from_secs(2);
 
 impl Drop for SearchRuntime {
     /// Dropped without `stop` (a shutdown past its clean-up time): the loop is cut off, so that

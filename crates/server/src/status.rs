@@ -60,6 +60,10 @@ pub fn index_status(e: &IndexError) -> Status {
             tracing::warn!("database pool exhausted");
             Status::unavailable("the database is overloaded; retry with backoff")
         }
+        e if e.writer_busy() => {
+            tracing::warn!(error = %e, "search index writer still held");
+            crate::admission::retry_later(Status::unavailable("the search index is busy; retry shortly"))
+        }
         _ => {
             tracing::error!(error = %e, "search failed");
             Status::internal("internal error (logged on the server)")
