@@ -6,6 +6,7 @@ mod bad_input;
 mod compaction;
 mod concurrency;
 mod events;
+mod mcp;
 mod packs;
 mod planning;
 mod roles;

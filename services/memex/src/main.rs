@@ -39,6 +39,9 @@ enum Command {
     Artifact(cmd::client::ArtifactArgs),
     /// Import a raw agent trace into a new session of a running server; prints the session id.
     Import(cmd::client::ImportArgs),
+    /// Serve memex's tools to an MCP client over stdio (for a local agent: Claude Code, Codex CLI,
+    /// Gemini CLI), as a client of the running server named by --endpoint / --api-key / --namespace.
+    Mcp(memex_client::Conn),
     /// Rebuild this replica's text indexes from Postgres.
     Reindex(cmd::reindex::ReindexArgs),
     /// Compile agent traces into VCC views (full, UI, adaptive), like the reference VCC.py.
@@ -83,6 +86,8 @@ fn main() -> ExitCode {
         Command::Events(a) => cmd::runtime().and_then(|rt| rt.block_on(cmd::client::events(a))),
         Command::Artifact(a) => cmd::runtime().and_then(|rt| rt.block_on(cmd::client::artifact(a))),
         Command::Import(a) => cmd::runtime().and_then(|rt| rt.block_on(cmd::client::import(a))),
+        // stdout carries the protocol: nothing else may be printed there.
+        Command::Mcp(conn) => cmd::runtime().and_then(|rt| Ok(rt.block_on(memex_mcp::serve_stdio(&conn))?)),
         Command::Reindex(a) => cmd::runtime().and_then(|rt| rt.block_on(cmd::reindex::run(a))),
         Command::Model(ModelCommand::Distill(a)) => distill(a),
     };
