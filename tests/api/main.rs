@@ -7,6 +7,7 @@ mod compaction;
 mod concurrency;
 mod events;
 mod mcp;
+mod mcp_inspector;
 mod packs;
 mod planning;
 mod roles;

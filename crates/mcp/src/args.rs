@@ -1,7 +1,9 @@
 //! The tools' arguments: each struct's JSON schema (doc comments become the descriptions an LLM
 //! reads) and its mapping onto the proto request. Every tool takes an optional `namespace`; when
 //! absent, the connection's namespace is used. Unknown fields are refused (a typo such as `limt`
-//! is an error naming it, not a silently ignored argument).
+//! is an error naming it, not a silently ignored argument). An optional argument's schema is its
+//! type alone (absent means "the default"), not `[type, null]`, which some clients (Gemini's
+//! function declarations) cannot read.
 use memex_proto::v1 as pb;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -14,6 +16,7 @@ pub struct SearchArgs {
     pub query: String,
     /// Hits to return, 1..1000 (default 10).
     #[serde(default)]
+    #[schemars(with = "u32")]
     pub limit: Option<u32>,
     /// Only events of these sessions (session UUIDs).
     #[serde(default)]
@@ -32,12 +35,15 @@ pub struct SearchArgs {
     pub roles: Vec<String>,
     /// Return the matched text with each hit (default true).
     #[serde(default)]
+    #[schemars(with = "bool")]
     pub with_text: Option<bool>,
     /// Diversify the hits (maximal marginal relevance) instead of pure relevance order.
     #[serde(default)]
+    #[schemars(with = "bool")]
     pub mmr: Option<bool>,
     /// Namespace to search (default: the connection's namespace).
     #[serde(default)]
+    #[schemars(with = "String")]
     pub namespace: Option<String>,
 }
 
@@ -72,9 +78,11 @@ pub struct ReadLinesArgs {
     pub pointer: String,
     /// Extra lines to show before and after the range (default 0).
     #[serde(default)]
+    #[schemars(with = "u32")]
     pub context: Option<u32>,
     /// Namespace of the session (default: the connection's namespace).
     #[serde(default)]
+    #[schemars(with = "String")]
     pub namespace: Option<String>,
 }
 
@@ -106,30 +114,39 @@ pub struct BuildPackArgs {
     pub session_id: String,
     /// The user's message for this turn; also the retrieval query.
     #[serde(default)]
+    #[schemars(with = "String")]
     pub user_message: Option<String>,
     /// The task whose state card goes into the pack (default: the session's task).
     #[serde(default)]
+    #[schemars(with = "String")]
     pub task_id: Option<String>,
     /// A system/policy prefix that lives outside memex.
     #[serde(default)]
+    #[schemars(with = "String")]
     pub system_prompt: Option<String>,
     /// Total token budget of the pack (default: the server's context budget).
     #[serde(default)]
+    #[schemars(with = "u32")]
     pub context_budget: Option<u32>,
     /// Token budget of the retrieval block (default: the server's).
     #[serde(default)]
+    #[schemars(with = "u32")]
     pub retrieval_budget: Option<u32>,
     /// "o200k_base" (default) or "cl100k_base".
     #[serde(default)]
+    #[schemars(with = "String")]
     pub tokenizer: Option<String>,
     /// solo, planner or executor (default: derived from the task's delegations).
     #[serde(default)]
+    #[schemars(with = "PackRole")]
     pub role: Option<PackRole>,
     /// Keep superseded items at full weight (for questions about the past).
     #[serde(default)]
+    #[schemars(with = "bool")]
     pub historical: Option<bool>,
     /// Namespace of the session (default: the connection's namespace).
     #[serde(default)]
+    #[schemars(with = "String")]
     pub namespace: Option<String>,
 }
 
@@ -169,9 +186,11 @@ pub struct GetTaskStateArgs {
     pub task_id: String,
     /// A version to read (default: the current one).
     #[serde(default)]
+    #[schemars(with = "u64")]
     pub version: Option<u64>,
     /// Namespace of the task (default: the connection's namespace).
     #[serde(default)]
+    #[schemars(with = "String")]
     pub namespace: Option<String>,
 }
 
@@ -218,18 +237,23 @@ pub struct UpdateTaskStateArgs {
     pub key_pointers: Vec<String>,
     /// planning (default), execution or evaluation.
     #[serde(default)]
+    #[schemars(with = "Phase")]
     pub phase: Option<Phase>,
     /// The task ends with a self-assessment (mistakes and successes stay salient).
     #[serde(default)]
+    #[schemars(with = "bool")]
     pub self_assessment: Option<bool>,
     /// Who writes this version.
     #[serde(default)]
+    #[schemars(with = "String")]
     pub author: Option<String>,
     /// "o200k_base" (default) or "cl100k_base": counts the card against its cap.
     #[serde(default)]
+    #[schemars(with = "String")]
     pub tokenizer: Option<String>,
     /// Namespace of the task (default: the connection's namespace).
     #[serde(default)]
+    #[schemars(with = "String")]
     pub namespace: Option<String>,
 }
 
@@ -279,9 +303,11 @@ pub struct ReportArgs {
     pub pointers: Vec<String>,
     /// Optional UUID chosen by the caller: a retried report is recorded once.
     #[serde(default)]
+    #[schemars(with = "String")]
     pub report_id: Option<String>,
     /// Namespace of the task (default: the connection's namespace).
     #[serde(default)]
+    #[schemars(with = "String")]
     pub namespace: Option<String>,
 }
 
@@ -309,18 +335,23 @@ pub struct CompactArgs {
     pub window_budget: u32,
     /// Tokens to keep free: the window is brought within window_budget - headroom (default 0).
     #[serde(default)]
+    #[schemars(with = "u32")]
     pub headroom: Option<u32>,
     /// The last this many turns are never evicted (default 2).
     #[serde(default)]
+    #[schemars(with = "u32")]
     pub protected_turns: Option<u32>,
     /// Tokens of a system prompt that lives outside memex (counted, never evicted).
     #[serde(default)]
+    #[schemars(with = "u32")]
     pub system_tokens: Option<u32>,
     /// "o200k_base" (default) or "cl100k_base".
     #[serde(default)]
+    #[schemars(with = "String")]
     pub tokenizer: Option<String>,
     /// Namespace of the session (default: the connection's namespace).
     #[serde(default)]
+    #[schemars(with = "String")]
     pub namespace: Option<String>,
 }
 
@@ -346,12 +377,15 @@ pub struct ExpandManifestArgs {
     pub manifest_id: String,
     /// Events per page (default 500, at most 5000).
     #[serde(default)]
+    #[schemars(with = "u32")]
     pub page_size: Option<u32>,
     /// The next_page_token of the previous page.
     #[serde(default)]
+    #[schemars(with = "String")]
     pub page_token: Option<String>,
     /// Namespace of the manifest (default: the connection's namespace).
     #[serde(default)]
+    #[schemars(with = "String")]
     pub namespace: Option<String>,
 }
 

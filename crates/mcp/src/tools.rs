@@ -239,3 +239,24 @@ impl ServerHandler for Memex {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every tool has a description and an object schema whose optional arguments are plain
+    /// types (no `["integer", "null"]`, which Gemini's function declarations reject).
+    #[test]
+    fn tool_schemas_are_portable() {
+        let tools = Memex::tool_router().list_all();
+        assert_eq!(tools.len(), 8);
+        for t in tools {
+            assert!(t.description.as_deref().is_some_and(|d| d.len() > 80), "{}", t.name);
+            let schema = serde_json::to_value(&*t.input_schema).expect("schema");
+            assert_eq!(schema["type"], "object", "{}", t.name);
+            assert!(!schema.to_string().contains("\"null\""), "{}: {schema}", t.name);
+            let required = schema["required"].as_array().cloned().unwrap_or_default();
+            assert!(!required.iter().any(|r| r == "namespace"), "{}", t.name);
+        }
+    }
+}
