@@ -270,3 +270,19 @@ async fn with_auth_off_no_key_is_needed_and_the_default_namespace_applies() {
     assert_eq!(ok(&r)["hits"], json!([]));
     tool_error(&tool(&client, "search", json!({"query": "x", "namespace": "absent"})).await, "NOT_FOUND: namespace");
 }
+
+#[tokio::test]
+async fn the_mcp_listener_stops_with_the_server() {
+    let Some(mut srv) = TestServer::start_mcp(|c| c.auth.enabled = false).await else { return };
+    srv.namespace_with_key("mcp6", Access::Read).await;
+    let mcp = srv.mcp_addr.expect("MCP served");
+    let client = connect(&srv, None, Some("mcp6")).await.expect("connect");
+    ok(&tool(&client, "search", json!({"query": "x"})).await);
+    srv.trigger_shutdown();
+    let started = std::time::Instant::now();
+    srv.join().await.expect("a clean stop");
+    // Well within the 3 s `run` would wait for an MCP server that was never told to stop.
+    assert!(started.elapsed() < std::time::Duration::from_secs(2), "{:?}", started.elapsed());
+    // `run` has returned: nothing listens on the MCP port any more.
+    assert!(tokio::net::TcpStream::connect(mcp).await.is_err(), "the MCP port still accepts connections");
+}
