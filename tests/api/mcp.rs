@@ -104,6 +104,7 @@ async fn the_tools_answer_over_http_with_the_pointers_grpc_gives() {
     let hits = &ok(&r)["hits"];
     assert_eq!(hits[0]["pointer"], pointer.as_str());
     assert_eq!(hits[0]["event_id"], appended.event_ids[2].as_str());
+    assert_eq!(hits[0]["evidence"], format!("event:{}", appended.event_ids[2]));
     assert!(text(&r).contains(&format!("1. {pointer} [tool_result]")), "{}", text(&r));
     assert!(text(&r).contains("index out of bounds"), "{}", text(&r));
 
@@ -127,7 +128,7 @@ async fn the_tools_answer_over_http_with_the_pointers_grpc_gives() {
     let r = tool(&client, "get_task_state", json!({"task_id": "fix"})).await;
     let state = ok(&r);
     assert_eq!(state["state"]["goals"][0], "make test_parse_header pass");
-    assert_eq!(state["state"]["key_pointers"][0], appended.event_ids[2].as_str());
+    assert_eq!(state["state"]["key_pointers"][0], format!("event:{}", appended.event_ids[2]));
     assert_eq!(state["state"]["phase"], "execution");
     let r = tool(&client, "update_task_state", json!({"task_id": "fix", "expected_version": 0})).await;
     tool_error(&r, "FAILED_PRECONDITION: expected_version");
@@ -153,12 +154,13 @@ async fn the_tools_answer_over_http_with_the_pointers_grpc_gives() {
         &client,
         "report",
         json!({"task_id": "fix", "session_id": f.session, "status": "partial",
-        "summary": "found the off-by-one", "pointers": [appended.event_ids[2], format!("{}@1-2", f.session)]}),
+        "summary": "found the off-by-one", "pointers": [appended.event_ids[2], format!("span:{}:1-2", f.session)]}),
     )
     .await;
     let rep = ok(&r);
     assert_eq!(rep["status"], "partial");
-    assert_eq!(rep["pointers"][1], format!("{}@1-2", f.session));
+    assert_eq!(rep["pointers"][0], format!("event:{}", appended.event_ids[2]));
+    assert_eq!(rep["pointers"][1], format!("span:{}:1-2", f.session));
 }
 
 #[tokio::test]

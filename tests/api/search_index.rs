@@ -118,6 +118,36 @@ async fn a_rebuilt_index_answers_exactly_like_the_live_one() {
     }
 }
 
+/// A namespace's catch-up runs in rounds of a few thousand events (so that a query waits for
+/// one round, not for the whole namespace): together they index every event once, and the
+/// index answers exactly as one built in a single pass.
+#[tokio::test]
+async fn a_catch_up_in_rounds_indexes_everything_once() {
+    let srv = server_or_skip!();
+    let ns = srv.store.create_namespace("rounds").await.unwrap();
+    for s in 0..5 {
+        let mut f = fixture(&srv, "rounds").await;
+        for b in 0..6 {
+            let batch = (0..100)
+                .map(|i| ev("note", &format!("session {s} batch {b} event {i}: deploy cache error {}", i % 7)))
+                .collect();
+            f.append(batch).await.unwrap();
+        }
+    }
+    let dir = tmp("rounds");
+    let rounds = index(&srv.store, &dir, None);
+    assert_eq!(rounds.catch_up(ns.id, None).await.unwrap(), 3000, "more than one round's worth");
+    assert_eq!(rounds.catch_up(ns.id, None).await.unwrap(), 0, "nothing twice");
+    let one_pass_dir = tmp("one-pass");
+    let one_pass = index(&srv.store, &one_pass_dir, None);
+    assert_eq!(one_pass.rebuild(ns.id).await.unwrap(), 3000);
+    assert_eq!(answers(&rounds, ns.id).await, answers(&one_pass, ns.id).await);
+    drop((rounds, one_pass));
+    for d in [dir, one_pass_dir] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
+
 /// Two processes given one index directory would fight over tantivy's writer lock at their
 /// first search; the second is refused when it opens the directory instead, with a message that
 /// names the option to change.

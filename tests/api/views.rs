@@ -161,7 +161,7 @@ async fn every_chain_of_a_compacted_trace_is_served() {
 }
 
 #[tokio::test]
-async fn a_malformed_line_is_a_diagnostic_unless_strict() {
+async fn a_repaired_line_is_a_diagnostic_and_strict_refuses_it() {
     let srv = server_or_skip!();
     let mut f = fixture(&srv, "malformed").await;
     let raw = trace("entire__37995ebed6e4-2.jsonl");
@@ -169,7 +169,7 @@ async fn a_malformed_line_is_a_diagnostic_unless_strict() {
     assert!(imported.diagnostic_count >= 1);
     let d = &imported.diagnostics[0];
     assert_eq!(d.line, 128);
-    assert!(d.message.contains("invalid JSON"), "{d:?}");
+    assert!(d.message.contains("second record on the same line"), "{d:?}");
     assert!(imported.events > 100, "the rest of the file was imported");
     let strict = import(&mut f, "entire__37995ebed6e4-2.jsonl", &raw, true).await;
     assert_status(strict, tonic::Code::InvalidArgument, "128");

@@ -1,31 +1,29 @@
-//! A typed client of a running memex server, shared by the `memex` CLI and `memex-bench` (and
-//! later an MCP server and tests), so that each reaches the server, authenticates and sizes its
-//! messages the same way.
+//! A typed client of a running memex server, shared by the `memex` CLI, `memex-bench`, the tests
+//! and (later) the MCP server, so that each reaches the server, authenticates, sizes its messages
+//! and reports failures the same way.
 //!
-//! It knows how to reach a server, nothing about how one is configured or run.
+//! [`Conn`] says how to reach a server (clap flags and `MEMEX_*` variables); [`Conn::client`]
+//! opens a [`Client`] with one typed method per RPC, returning the `memex.v1` messages; a failure
+//! is a [`ClientError`] carrying the gRPC code and the server's message.
+//!
+//! It knows how to reach a server, nothing about how one is configured or run, and nothing about
+//! how an answer is shown.
+mod client;
+mod context;
+mod error;
+mod pointer;
+
 use std::path::PathBuf;
 
 use memex_proto::v1::event_service_client::EventServiceClient;
 use memex_proto::v1::session_service_client::SessionServiceClient;
-use tonic::codegen::http::uri::InvalidUri;
-use tonic::metadata::errors::InvalidMetadataValue;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
-/// Why a connection could not be set up; the messages name the flag to fix.
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    #[error("the API key is not printable ASCII")]
-    ApiKey(#[source] InvalidMetadataValue),
-    #[error("bad --endpoint")]
-    Endpoint(#[source] InvalidUri),
-    #[error("cannot connect to {endpoint}")]
-    Connect {
-        endpoint: String,
-        #[source]
-        source: tonic::transport::Error,
-    },
-}
+pub use client::{Client, CompiledView};
+pub use context::Reports;
+pub use error::{ClientError, code_name};
+pub use pointer::{format_pointer, line_pointer, parse_pointer};
 
 /// How to reach the server.
 #[derive(clap::Args, Debug, Clone)]
@@ -84,6 +82,11 @@ impl Conn {
             .connect()
             .await
             .map_err(|source| ClientError::Connect { endpoint: self.endpoint.clone(), source })
+    }
+
+    /// A [`Client`] of this namespace.
+    pub async fn client(&self) -> Result<Client, ClientError> {
+        Ok(Client::new(self.channel().await?, self.bearer()?, self.namespace.clone()))
     }
 
     pub async fn connect(&self) -> Result<Clients, ClientError> {

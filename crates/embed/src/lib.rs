@@ -62,8 +62,14 @@ pub fn normalize(v: &mut [f32]) {
 /// `models/all-MiniLM-L6-v2` at the workspace root. `None` (skip) when it is missing — but a
 /// panic when `REQUIRE_DB` or `CI` is set, so CI can never pass without exercising the real model.
 pub fn test_model_dir() -> Option<std::path::PathBuf> {
+    // The workspace is found from the test's working directory (its package's), not only from
+    // the path compiled in: a target directory shared between checkouts keeps the first one's.
+    let from_cwd = std::env::current_dir().ok().and_then(|cwd| {
+        cwd.ancestors().map(|a| a.join("models/all-MiniLM-L6-v2")).find(|d| d.join("model.safetensors").is_file())
+    });
     let dir = std::env::var_os("MEMEX_MODEL_DIR")
         .map(std::path::PathBuf::from)
+        .or(from_cwd)
         .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/all-MiniLM-L6-v2"));
     if dir.join("model.safetensors").is_file() {
         return Some(dir);

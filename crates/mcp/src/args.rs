@@ -230,9 +230,8 @@ pub struct UpdateTaskStateArgs {
     /// Assumptions the plan rests on.
     #[serde(default)]
     pub premises: Vec<String>,
-    /// Evidence to keep at hand. Each is an event id (as search returns), an artifact id
-    /// ("blake3:<hex>") or a run of a session's events by seq ("SESSION_ID@FIRST-LAST" or
-    /// "SESSION_ID@SEQ").
+    /// Evidence to keep at hand. Each is a store pointer: "event:ID" (search gives each hit's),
+    /// "blake3:HEX" (an artifact) or "span:SESSION_ID:FIRST_SEQ-LAST_SEQ" (a run of events).
     #[serde(default)]
     pub key_pointers: Vec<String>,
     /// planning (default), execution or evaluation.
@@ -298,8 +297,8 @@ pub struct ReportArgs {
     pub status: String,
     /// What was done and found, compactly (at most 8 KiB); the evidence goes in pointers.
     pub summary: String,
-    /// At least one; each must resolve. An event id (as search returns), an artifact id
-    /// ("blake3:<hex>") or a run of events by seq ("SESSION_ID@FIRST-LAST" or "SESSION_ID@SEQ").
+    /// At least one; each must resolve. A store pointer: "event:ID" (search gives each hit's),
+    /// "blake3:HEX" (an artifact) or "span:SESSION_ID:FIRST_SEQ-LAST_SEQ" (a run of events).
     pub pointers: Vec<String>,
     /// Optional UUID chosen by the caller: a retried report is recorded once.
     #[serde(default)]
@@ -400,44 +399,30 @@ impl ExpandManifestArgs {
     }
 }
 
-/// Store pointers from their text forms: `blake3:<hex>` (an artifact), `SESSION@FIRST-LAST` or
-/// `SESSION@SEQ` (a run of events), else an event id. The server checks that each resolves.
+/// Store pointers in the CLI's text forms (`event:ID`, `blake3:HEX`, `span:SESSION:FIRST-LAST`,
+/// see `memex_client::parse_pointer`), so what `memex` prints can be given here and back; a bare
+/// event id (as `search` shows it) is taken as `event:ID`. The server checks that each resolves.
 fn pointers(field: &str, texts: Vec<String>) -> Result<Vec<pb::Pointer>, (String, String)> {
     texts.into_iter().enumerate().map(|(i, t)| pointer(&t).map_err(|why| (format!("{field}[{i}]"), why))).collect()
 }
 
 fn pointer(text: &str) -> Result<pb::Pointer, String> {
-    use pb::pointer::Target;
     let text = text.trim();
-    let target = if text.starts_with("blake3:") {
-        Target::ArtifactId(text.to_owned())
-    } else if let Some((session, seqs)) = text.split_once('@') {
-        let bad = || format!("{text:?} is not \"SESSION_ID@FIRST-LAST\" or \"SESSION_ID@SEQ\"");
-        let (first, last) = seqs.split_once('-').unwrap_or((seqs, seqs));
-        Target::Span(pb::Span {
-            session_id: session.to_owned(),
-            first_seq: first.parse().map_err(|_| bad())?,
-            last_seq: last.parse().map_err(|_| bad())?,
-        })
-    } else if text.contains(':') {
+    let known = ["event:", "blake3:", "artifact:", "span:"].iter().any(|p| text.starts_with(p));
+    if !known && !text.contains(':') && !text.is_empty() {
+        return memex_client::parse_pointer(&format!("event:{text}")).map_err(|e| e.to_string());
+    }
+    if !known && text.contains(':') {
         return Err(format!(
-            "{text:?} is a line pointer; here give an event id (as search returns), \"blake3:<hex>\" or \"SESSION_ID@FIRST_SEQ-LAST_SEQ\""
+            "{text:?} is a line pointer; evidence is a store pointer: event:ID (as search returns), blake3:HEX or span:SESSION_ID:FIRST_SEQ-LAST_SEQ"
         ));
-    } else {
-        Target::EventId(text.to_owned())
-    };
-    Ok(pb::Pointer { target: Some(target) })
+    }
+    memex_client::parse_pointer(text).map_err(|e| e.to_string())
 }
 
 /// A store pointer as the text `pointers` reads back.
 pub fn pointer_text(p: &pb::Pointer) -> String {
-    use pb::pointer::Target;
-    match &p.target {
-        Some(Target::EventId(id)) | Some(Target::ArtifactId(id)) => id.clone(),
-        Some(Target::Span(s)) if s.first_seq == s.last_seq => format!("{}@{}", s.session_id, s.first_seq),
-        Some(Target::Span(s)) => format!("{}@{}-{}", s.session_id, s.first_seq, s.last_seq),
-        None => String::new(),
-    }
+    memex_client::format_pointer(p)
 }
 
 #[cfg(test)]
@@ -446,10 +431,11 @@ mod tests {
 
     #[test]
     fn pointer_texts_round_trip() {
-        for t in ["0193a2b4-0000-7000-8000-000000000001", "blake3:ab12", "s-1@3-9", "s-1@4"] {
+        for t in ["event:0193a2b4-0000-7000-8000-000000000001", "blake3:ab12", "span:s-1:3-9"] {
             assert_eq!(pointer_text(&pointer(t).expect(t)), t);
         }
-        let err = pointers("pointers", vec!["e1".into(), "s@x-2".into()]).expect_err("bad seq");
+        assert_eq!(pointer_text(&pointer("e1").expect("a bare event id")), "event:e1");
+        let err = pointers("pointers", vec!["e1".into(), "span:s:x-2".into()]).expect_err("bad seq");
         assert_eq!(err.0, "pointers[1]");
         let err = pointer("0193a2b4-0000-7000-8000-000000000001:41-62").expect_err("a line pointer");
         assert!(err.contains("line pointer"), "{err}");

@@ -34,7 +34,7 @@ fn indent(out: &mut String, text: &str) {
 
 pub(crate) fn search(query: &str, r: pb::SearchResponse) -> CallToolResult {
     let mut out = format!(
-        "{} hit(s) for {query:?} ({}). Read a hit's lines with read_lines(pointer).\n",
+        "{} hit(s) for {query:?} ({}). Read a hit's lines with read_lines(pointer); cite it as evidence by its event:ID.\n",
         r.hits.len(),
         if r.vectors_used { "words and meaning" } else { "words only" }
     );
@@ -45,7 +45,7 @@ pub(crate) fn search(query: &str, r: pb::SearchResponse) -> CallToolResult {
         let tool = if h.tool_name.is_empty() { String::new() } else { format!(" {}", h.tool_name) };
         let _ = writeln!(
             out,
-            "{}. {pointer} [{}]{tool} event {} (seq {}, score {score:.4})",
+            "{}. {pointer} [{}]{tool} event:{} (seq {}, score {score:.4})",
             i + 1,
             h.kind,
             h.event_id,
@@ -53,7 +53,8 @@ pub(crate) fn search(query: &str, r: pb::SearchResponse) -> CallToolResult {
         );
         indent(&mut out, &h.text);
         hits.push(json!({
-            "pointer": pointer, "event_id": h.event_id, "session_id": h.session_id, "seq": h.seq,
+            "pointer": pointer, "evidence": format!("event:{}", h.event_id), "event_id": h.event_id,
+            "session_id": h.session_id, "seq": h.seq,
             "kind": h.kind, "role": h.role, "tool_name": h.tool_name, "score": score, "text": h.text,
         }));
     }
@@ -208,7 +209,7 @@ pub(crate) fn expand(r: pb::ExpandManifestResponse) -> CallToolResult {
             .map(|l| cite(&e.session_id, l.first_line.into(), l.last_line.into(), e.seq))
             .unwrap_or_else(|| format!("{}@{}", e.session_id, e.seq));
         let tool = if e.tool_name.is_empty() { String::new() } else { format!(" {}", e.tool_name) };
-        let _ = writeln!(out, "{pointer} [{}]{tool} event {}", e.kind, e.id);
+        let _ = writeln!(out, "{pointer} [{}]{tool} event:{}", e.kind, e.id);
         indent(&mut out, &e.content);
         events.push(json!({
             "pointer": pointer, "event_id": e.id, "seq": e.seq, "kind": e.kind, "tool_name": e.tool_name,
@@ -247,7 +248,7 @@ mod tests {
         };
         let r = search("cargo", pb::SearchResponse { hits: vec![hit], vectors_used: false });
         let text = r.content[0].as_text().expect("text").text.clone();
-        assert!(text.contains("1. s:5-9 [tool_result] event e"), "{text}");
+        assert!(text.contains("1. s:5-9 [tool_result] event:e"), "{text}");
         assert!(text.contains("   cargo test\n   ok"), "{text}");
         assert_eq!(r.structured_content.expect("json")["hits"][0]["pointer"], "s:5-9");
     }

@@ -1,30 +1,7 @@
 //! A failed gRPC call as an MCP tool error: the code's canonical name, then the server's message,
 //! which names the field at fault (`INVALID_ARGUMENT: limit: must be 1..=1000`).
+use memex_client::code_name;
 use rmcp::model::{CallToolResult, ContentBlock};
-use tonic::Code;
-
-/// The canonical (upper-case) name of a gRPC code, as gRPC's own tools print it.
-pub fn code_name(code: Code) -> &'static str {
-    match code {
-        Code::Ok => "OK",
-        Code::Cancelled => "CANCELLED",
-        Code::Unknown => "UNKNOWN",
-        Code::InvalidArgument => "INVALID_ARGUMENT",
-        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        Code::NotFound => "NOT_FOUND",
-        Code::AlreadyExists => "ALREADY_EXISTS",
-        Code::PermissionDenied => "PERMISSION_DENIED",
-        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        Code::FailedPrecondition => "FAILED_PRECONDITION",
-        Code::Aborted => "ABORTED",
-        Code::OutOfRange => "OUT_OF_RANGE",
-        Code::Unimplemented => "UNIMPLEMENTED",
-        Code::Internal => "INTERNAL",
-        Code::Unavailable => "UNAVAILABLE",
-        Code::DataLoss => "DATA_LOSS",
-        Code::Unauthenticated => "UNAUTHENTICATED",
-    }
-}
 
 /// `CODE: message`, the one line an agent (or a person) reads.
 pub fn status_text(status: &tonic::Status) -> String {
@@ -57,6 +34,5 @@ mod tests {
         assert_eq!(r.is_error, Some(true));
         let content = r.structured_content.expect("structured");
         assert_eq!(content["code"], "UNAUTHENTICATED");
-        assert_eq!(code_name(Code::FailedPrecondition), "FAILED_PRECONDITION");
     }
 }

@@ -25,6 +25,12 @@ pub const MAX_CANDIDATES: usize = 10_000;
 const PAGE: u32 = 2000;
 /// Documents handed to the writer at a time during a catch-up.
 const ADD_BATCH: usize = 20_000;
+/// Events per round of a namespace's catch-up: what a query may have to wait for (about a
+/// tenth of a second on two cores), against a commit per round.
+const ROUND_EVENTS: u64 = 2_000;
+/// Sessions of other waiting queries a catch-up takes along (each waiter's own are always in
+/// its own catch-up).
+const MAX_JOINED: usize = 16;
 
 /// A query's ranking and what hydrating its hits needs: the point-in-time searcher that found
 /// them (chunk addresses mean nothing in another) and each BM25 hit's best chunk.
@@ -119,7 +125,43 @@ impl SearchIndex {
     /// before it was called is searchable: that is read-your-writes, on any replica.
     pub async fn catch_up(&self, ns: Uuid, sessions: Option<&[Uuid]>) -> Result<u64, IndexError> {
         let idx = self.namespace(ns).await?;
-        self.catch_up_index(&idx, sessions, None).await
+        match sessions {
+            Some(_) => self.catch_up_index(&idx, sessions, None).await,
+            None => self.catch_up_rounds(&idx).await,
+        }
+    }
+
+    /// The whole namespace, in rounds of about [`ROUND_EVENTS`] events, each its own commit. A
+    /// query waits for its own sessions behind the index's marks, which a round holds: one round
+    /// over a freshly loaded namespace (300k events: a minute on two cores) made every query of
+    /// that minute wait for all of it; now a query waits for one round at most.
+    async fn catch_up_rounds(&self, idx: &NamespaceIndex) -> Result<u64, IndexError> {
+        let total = self.store.head_total(idx.ns, None).await?;
+        if idx.state.lock().await.sum(None) >= total {
+            return Ok(0);
+        }
+        let heads = self.store.session_heads(idx.ns, None).await?;
+        let behind: Vec<(Uuid, u64)> = {
+            let marks = idx.state.lock().await;
+            heads
+                .into_iter()
+                .filter(|(s, head)| *head > marks.of(s))
+                .map(|(s, head)| (s, head - marks.of(&s)))
+                .collect()
+        };
+        let mut indexed = 0;
+        let mut round = Vec::new();
+        let mut size = 0;
+        for (i, (session, missing)) in behind.iter().enumerate() {
+            round.push(*session);
+            size += missing;
+            if size >= ROUND_EVENTS || i + 1 == behind.len() {
+                indexed += self.catch_up_index(idx, Some(&round), None).await?;
+                round.clear();
+                size = 0;
+            }
+        }
+        Ok(indexed)
     }
 
     /// `known_total`: the sessions' [`Store::head_total`], when the caller has just read it.
@@ -156,9 +198,16 @@ impl SearchIndex {
         // read below cover them; the waiting queries then find their sessions caught up.
         let batch: Option<Vec<Uuid>> = match sessions {
             Some(own) => {
-                let mut all: std::collections::HashSet<Uuid> =
-                    std::mem::take(&mut *idx.pending.lock().map_err(|_| poisoned())?);
-                all.extend(own.iter().copied());
+                // A bounded number of the waiters' sessions join: taking them all let a round
+                // grow with the queue behind it (each longer round queued more waiters).
+                let mut all: std::collections::HashSet<Uuid> = own.iter().copied().collect();
+                let mut pending = idx.pending.lock().map_err(|_| poisoned())?;
+                let joining: Vec<Uuid> = pending.iter().copied().take(MAX_JOINED).collect();
+                for id in joining {
+                    pending.remove(&id);
+                    all.insert(id);
+                }
+                drop(pending);
                 let mut all: Vec<Uuid> = all.into_iter().collect();
                 all.sort_unstable();
                 Some(all)

@@ -198,6 +198,16 @@ pub(crate) struct JsonError {
 /// The second result is true when a lone UTF-16 surrogate escape was replaced by U+FFFD (Python
 /// keeps it and then fails to write it out).
 pub(crate) fn parse_document(text: &str, schema: Schema) -> Result<(Value<'_>, bool), JsonError> {
+    let (v, replaced, end) = parse_first(text, schema)?;
+    if end != text.len() {
+        return Err(JsonError { offset: end, message: "Extra data" });
+    }
+    Ok((v, replaced))
+}
+
+/// Parses the first JSON document of `text` (leading and trailing whitespace allowed); also
+/// returns the offset just past it and its trailing whitespace, where any further data begins.
+pub(crate) fn parse_first(text: &str, schema: Schema) -> Result<(Value<'_>, bool, usize), JsonError> {
     let mut p = Parser { src: text, b: text.as_bytes(), pos: 0, replaced_surrogate: false };
     p.skip_ws();
     if p.b.starts_with("\u{feff}".as_bytes()) {
@@ -205,10 +215,7 @@ pub(crate) fn parse_document(text: &str, schema: Schema) -> Result<(Value<'_>, b
     }
     let v = p.value(schema, 0)?;
     p.skip_ws();
-    if p.pos != p.b.len() {
-        return Err(p.err("Extra data"));
-    }
-    Ok((v, p.replaced_surrogate))
+    Ok((v, p.replaced_surrogate, p.pos))
 }
 
 struct Parser<'a> {

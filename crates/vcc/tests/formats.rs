@@ -116,13 +116,20 @@ fn events_round_trip_through_the_memex_format() {
     }
 }
 
+/// Line 128 of this real trace holds an assistant record and a `summary` record with no newline
+/// between them (see `glued_records.rs`): both are kept, with a warning; strict refuses it.
 #[test]
-fn malformed_line_is_reported_and_skipped() {
+fn glued_records_in_a_real_trace_are_both_kept() {
     let bytes = fixture("claude-code", "entire__37995ebed6e4-2.jsonl");
     let trace = auto(&bytes);
     let d = trace.diagnostics();
     assert_eq!(d.len(), 1);
-    assert_eq!((d[0].line, d[0].col, d[0].message.as_str()), (128, 1008, "invalid JSON: Extra data; line skipped"));
+    assert_eq!(
+        (d[0].line, d[0].col, d[0].severity, d[0].message.as_str()),
+        (128, 1008, memex_vcc::Severity::Warning, "a second record on the same line (no newline before it); both kept")
+    );
+    let full: String = trace.chains().iter().map(|c| c.full_view()).collect();
+    assert!(full.contains("Done. I updated `TestLogging_IncludesContextValues`"), "the first record's text is kept");
     let strict = compile_trace(&bytes, "t", CompileOptions { format: InputFormat::Auto, strict: true });
     assert!(strict.is_err());
 }

@@ -69,6 +69,12 @@ pub struct IngestArgs {
     /// Concurrent writers in the single-append phase.
     #[arg(long, default_value_t = 64)]
     pub writers: usize,
+    /// Appends per second per writer in the single-append phase (open loop: latency counted from
+    /// each append's scheduled time, as agents that append when they act). Default: closed loop,
+    /// each writer appends again as soon as it is answered (the saturation rate; latency then
+    /// is writers / throughput by Little's law).
+    #[arg(long)]
+    pub rate: Option<f64>,
     /// Length of the single-append phase, in seconds.
     #[arg(long, default_value_t = 10.0)]
     pub seconds: f64,
@@ -177,7 +183,7 @@ async fn ingest(args: IngestArgs) -> anyhow::Result<()> {
         return direct_single(&args, &content).await;
     }
 
-    // Phase 2: single appends at N writers, closed loop.
+    // Phase 2: single appends at N writers, closed loop or at --rate each.
     let sessions = if args.same_session {
         vec![new_sessions(&clients, &conn.namespace, 1).await?.remove(0); args.writers]
     } else {
@@ -188,7 +194,10 @@ async fn ingest(args: IngestArgs) -> anyhow::Result<()> {
     for _ in 0..n_conns {
         conns.push(conn.connect().await?.events);
     }
-    let until = Instant::now() + Duration::from_secs_f64(args.seconds);
+    let start = Instant::now();
+    let until = start + Duration::from_secs_f64(args.seconds);
+    let period = args.rate.filter(|r| *r > 0.0).map(|r| Duration::from_secs_f64(1.0 / r));
+    let writers = args.writers.max(1) as u32;
     let mut tasks = Vec::new();
     for (w, session) in sessions.into_iter().enumerate() {
         let mut events = conns[w % n_conns].clone();
@@ -196,8 +205,20 @@ async fn ingest(args: IngestArgs) -> anyhow::Result<()> {
         tasks.push(tokio::spawn(async move {
             let mut hist = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
             let mut i = 0u64;
+            // Open loop: writer w's k-th append is due at start + (k + w/writers) * period, so
+            // the writers' sends are spread over each period rather than in step.
+            let due = |k: u64| period.map(|p| start + p.mul_f64(k as f64 + w as f64 / writers as f64));
             while Instant::now() < until {
-                let t0 = Instant::now();
+                let t0 = match due(i) {
+                    Some(at) => {
+                        tokio::time::sleep_until(at.into()).await;
+                        crate::bench_pack::sent_at(at)
+                    }
+                    None => Instant::now(),
+                };
+                if t0 >= until {
+                    break;
+                }
                 events
                     .append_events(pb::AppendEventsRequest {
                         namespace: ns.clone(),
@@ -219,9 +240,13 @@ async fn ingest(args: IngestArgs) -> anyhow::Result<()> {
     let ms = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
     let rate = hist.len() as f64 / args.seconds;
     println!(
-        "single: {} appends at {} writers over {n_conns} connections{} in {:.1} s = {rate:.0} appends/s; latency p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        "single: {} appends at {} writers{} over {n_conns} connections{} in {:.1} s = {rate:.0} appends/s; latency p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
         hist.len(),
         args.writers,
+        match period {
+            Some(_) => format!(" x {}/s (open loop)", args.rate.unwrap_or_default()),
+            None => " (closed loop)".into(),
+        },
         if args.same_session { " on one session" } else { "" },
         args.seconds,
         ms(0.5),
@@ -237,7 +262,8 @@ async fn ingest(args: IngestArgs) -> anyhow::Result<()> {
             "content_bytes": args.content_bytes, "seconds": round(batched_secs), "events_per_sec": batched_rate.round(),
         },
         "single": {
-            "writers": args.writers, "connections": n_conns, "same_session": args.same_session, "appends": hist.len(),
+            "writers": args.writers, "rate_per_writer": args.rate, "connections": n_conns,
+            "same_session": args.same_session, "appends": hist.len(),
             "seconds": args.seconds, "appends_per_sec": rate.round(),
             "p50_ms": round(ms(0.5)), "p90_ms": round(ms(0.9)), "p99_ms": round(ms(0.99)),
             "max_ms": round(hist.max() as f64 / 1000.0),

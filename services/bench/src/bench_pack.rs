@@ -324,6 +324,7 @@ async fn phase(
                     break;
                 }
                 tokio::time::sleep_until(scheduled.into()).await;
+                let scheduled = sent_at(scheduled);
                 let session = if spread {
                     rng ^= rng << 13;
                     rng ^= rng >> 7;
@@ -524,4 +525,13 @@ async fn build_corpus(args: &PackArgs, conn: &Conn, mut have: u64) -> anyhow::Re
         replay += 1;
     }
     Ok(())
+}
+
+/// Where an open-loop request's latency is counted from: its scheduled time (so that a client
+/// held up by slow answers still counts the wait: no coordinated omission), less the timer's own
+/// lateness of up to one tick (tokio's timer rounds a sleep up to the next millisecond, which
+/// is the client's, not the server's).
+pub(crate) fn sent_at(scheduled: Instant) -> Instant {
+    const TICK: Duration = Duration::from_millis(1);
+    scheduled.max(Instant::now().checked_sub(TICK).unwrap_or(scheduled))
 }

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
-#[command(name = "memex", version, about = "Context management for fleets of LLM agents")]
+#[command(name = "memex", version, about = "Context management for fleets of LLM agents", after_help = cmd::exit::HELP)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -28,6 +28,9 @@ enum Command {
     /// Administration on the database: namespaces and API keys.
     #[command(subcommand)]
     Admin(cmd::admin::AdminCommand),
+    /// API keys of a namespace, through a running server (needs an admin key).
+    #[command(subcommand)]
+    Key(cmd::keys::KeyCommand),
     /// Sessions of a running server.
     #[command(subcommand)]
     Session(cmd::client::SessionCommand),
@@ -37,14 +40,37 @@ enum Command {
     Events(cmd::client::EventsArgs),
     /// Write an artifact's bytes to stdout.
     Artifact(cmd::client::ArtifactArgs),
-    /// Import a raw agent trace into a new session of a running server; prints the session id.
+    /// Import a raw agent trace (gzip'd or not; `-` for stdin) into a new session; prints its id.
     Import(cmd::client::ImportArgs),
+    /// Hybrid search (BM25 + vectors) over a namespace's events; hits cite `session:first-last`.
+    Search(cmd::search::SearchArgs),
+    /// Read the full-view lines a pointer `SESSION:FIRST-LAST` names.
+    Read(cmd::search::ReadArgs),
+    /// Context packs: build one for a turn, or get a stored one.
+    #[command(subcommand)]
+    Pack(cmd::context::PackCommand),
+    /// What is resident in a session's window.
+    Window(cmd::context::WindowArgs),
+    /// Pointer-manifest compaction of a session's window.
+    Compact(cmd::context::CompactArgs),
+    /// A manifest and the original events it evicted.
+    Expand(cmd::context::ExpandArgs),
+    /// Task state: get, update (compare-and-swap), history.
+    #[command(subcommand)]
+    Task(cmd::task::TaskCommand),
+    /// Delegate a child task from a planner's task.
+    Delegate(cmd::task::DelegateArgs),
+    /// Record an executor's report (with provenance pointers).
+    Report(cmd::task::ReportArgs),
+    /// Follow the reports of a task's children (until Ctrl-C).
+    WatchReports(cmd::task::WatchArgs),
     /// Serve memex's tools to an MCP client over stdio (for a local agent: Claude Code, Codex CLI,
     /// Gemini CLI), as a client of the running server named by --endpoint / --api-key / --namespace.
     Mcp(memex_client::Conn),
     /// Rebuild this replica's text indexes from Postgres.
     Reindex(cmd::reindex::ReindexArgs),
-    /// Compile agent traces into VCC views (full, UI, adaptive), like the reference VCC.py.
+    /// VCC views of agent trace files (full, UI, adaptive), like the reference VCC.py; or, with
+    /// `--session ID --mode ui|full|adaptive`, of a session stored on a running server.
     View(cmd::view::ViewArgs),
     /// Embedding models: `memex model distill` writes the static table (`embedding.static_dir`)
     /// distilled from MiniLM, so that no server start has to (make run and make test do it).
@@ -69,6 +95,9 @@ fn distill(args: memex_server::flags::ConfigArgs) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let run = |f: std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<()>>>>| {
+        cmd::runtime().and_then(|rt| rt.block_on(f))
+    };
     let result = match cli.command {
         Command::View(args) => return cmd::view::run(args),
         // Blocking tasks still running once the server has returned (an inference in hand) are
@@ -78,24 +107,46 @@ fn main() -> ExitCode {
             rt.shutdown_timeout(std::time::Duration::from_secs(1));
             served
         }),
-        Command::Migrate(args) => cmd::runtime().and_then(|rt| rt.block_on(cmd::serve::migrate(args))),
+        Command::Migrate(args) => run(Box::pin(cmd::serve::migrate(args))),
         Command::Config(args) => cmd::serve::print_config(args),
-        Command::Admin(c) => cmd::runtime().and_then(|rt| rt.block_on(cmd::admin::run(c))),
-        Command::Session(c) => cmd::runtime().and_then(|rt| rt.block_on(cmd::client::session(c))),
-        Command::Append(a) => cmd::runtime().and_then(|rt| rt.block_on(cmd::client::append(a))),
-        Command::Events(a) => cmd::runtime().and_then(|rt| rt.block_on(cmd::client::events(a))),
-        Command::Artifact(a) => cmd::runtime().and_then(|rt| rt.block_on(cmd::client::artifact(a))),
-        Command::Import(a) => cmd::runtime().and_then(|rt| rt.block_on(cmd::client::import(a))),
+        Command::Admin(c) => run(Box::pin(cmd::admin::run(c))),
+        Command::Key(c) => run(Box::pin(cmd::keys::key(c))),
+        Command::Session(c) => run(Box::pin(cmd::client::session(c))),
+        Command::Append(a) => run(Box::pin(cmd::client::append(a))),
+        Command::Events(a) => run(Box::pin(cmd::client::events(a))),
+        Command::Artifact(a) => run(Box::pin(cmd::client::artifact(a))),
+        Command::Import(a) => run(Box::pin(cmd::client::import(a))),
+        Command::Search(a) => run(Box::pin(cmd::search::search(a))),
+        Command::Read(a) => run(Box::pin(cmd::search::read(a))),
+        Command::Pack(c) => run(Box::pin(cmd::context::pack(c))),
+        Command::Window(a) => run(Box::pin(cmd::context::window(a))),
+        Command::Compact(a) => run(Box::pin(cmd::context::compact(a))),
+        Command::Expand(a) => run(Box::pin(cmd::context::expand(a))),
+        Command::Task(c) => run(Box::pin(cmd::task::task(c))),
+        Command::Delegate(a) => run(Box::pin(cmd::task::delegate(a))),
+        Command::Report(a) => run(Box::pin(cmd::task::report(a))),
+        Command::WatchReports(a) => run(Box::pin(cmd::task::watch_reports(a))),
         // stdout carries the protocol: nothing else may be printed there.
-        Command::Mcp(conn) => cmd::runtime().and_then(|rt| Ok(rt.block_on(memex_mcp::serve_stdio(&conn))?)),
-        Command::Reindex(a) => cmd::runtime().and_then(|rt| rt.block_on(cmd::reindex::run(a))),
+        Command::Mcp(conn) => run(Box::pin(async move { Ok(memex_mcp::serve_stdio(&conn).await?) })),
+        Command::Reindex(a) => run(Box::pin(cmd::reindex::run(a))),
         Command::Model(ModelCommand::Distill(a)) => distill(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader went away (`memex search … | head`): what it wanted was written.
+        Err(e) if cmd::exit::broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("memex: {e:#}");
-            ExitCode::FAILURE
+            eprintln!("{}", cmd::exit::message(&e));
+            ExitCode::from(cmd::exit::status(&e))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cli_definition_is_valid() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
     }
 }

@@ -13,7 +13,7 @@ mod gemini;
 mod memex;
 
 use crate::diag::{Diags, Severity, column};
-use crate::json::{Object, Schema, Value, parse_document};
+use crate::json::{Object, Schema, Value, parse_document, parse_first};
 use crate::record::Rec;
 use serde::Serialize;
 use std::borrow::Cow;
@@ -270,8 +270,9 @@ impl Reader {
             ("sessionId", Schema::ObjectOnly(&[])),
             ("projectHash", Schema::ObjectOnly(&[])),
         ]);
-        let format = match parse_document(text, PROBE) {
-            Ok((Value::Object(o), _)) => detect_object(&o),
+        // The first record decides, even when another is glued to it on the same line.
+        let format = match parse_first(text, PROBE) {
+            Ok((Value::Object(o), _, _)) => detect_object(&o),
             Ok(_) => TraceFormat::Claude,
             // A pretty-printed document opens with a line that is just `{` (or `[`); a torn
             // JSONL record is anything longer and stays Claude (and becomes a diagnostic).
@@ -315,26 +316,50 @@ fn decode_line<'b>(raw: &'b [u8], line: u32, d: &mut Diags) -> Cow<'b, str> {
     }
 }
 
+/// Lexes one line into its record. A line holding records back to back (`{…}{…}`, left by an
+/// agent that crashed before writing a newline) yields every one of them, with a warning at the
+/// column where the second begins: the reference VCC.py refuses such a line (`json.loads`:
+/// "Extra data"), memex keeps both records.
 fn lex_line(lexer: &mut dyn LineLexer, text: &str, line: u32, c: &mut dyn RecConsumer, d: &mut Diags) {
-    let record = match parse_document(text, lexer.schema()) {
-        Ok((Value::Object(o), replaced)) => {
-            if replaced {
-                d.warn("lone UTF-16 surrogate escape replaced with U+FFFD");
+    let mut start = 0;
+    while start < text.len() {
+        let rest = &text[start..];
+        let (value, replaced, end) = match parse_first(rest, lexer.schema()) {
+            Ok(parsed) => parsed,
+            Err(e) => {
+                let col = column(text, start + e.offset);
+                let skipped = if start == 0 { "line skipped" } else { "rest of the line skipped" };
+                d.at(line, col, Severity::Error, format!("invalid JSON: {}; {skipped}", e.message));
+                return;
             }
-            o
+        };
+        let glued = end < rest.len();
+        let skipped = if start == 0 { "line skipped" } else { "rest of the line skipped" };
+        let record = match value {
+            Value::Object(o) if !glued || rest.as_bytes()[end] == b'{' => o,
+            // Anything else after a value is what `json.loads` calls extra data: the line is
+            // not a run of records, so the rest of it is not taken.
+            _ if glued => {
+                let col = column(text, start + end);
+                d.at(line, col, Severity::Error, format!("invalid JSON: Extra data; {skipped}"));
+                return;
+            }
+            _ => {
+                d.error("record is not a JSON object; skipped");
+                return;
+            }
+        };
+        if replaced {
+            d.warn("lone UTF-16 surrogate escape replaced with U+FFFD");
         }
-        Ok(_) => {
-            d.error("record is not a JSON object; skipped");
-            return;
+        if glued {
+            let col = column(text, start + end);
+            d.at(line, col, Severity::Warning, "a second record on the same line (no newline before it); both kept");
         }
-        Err(e) => {
-            let col = column(text, e.offset);
-            d.at(line, col, Severity::Error, format!("invalid JSON: {}; line skipped", e.message));
-            return;
+        for rec in lexer.record(line, record, d) {
+            c.rec(rec, d);
         }
-    };
-    for rec in lexer.record(line, record, d) {
-        c.rec(rec, d);
+        start += end;
     }
 }
 

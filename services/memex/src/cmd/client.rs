@@ -1,18 +1,20 @@
-//! Client subcommands for a running server: sessions, append, events, artifacts.
+//! Client subcommands for a running server: sessions, append, events, artifacts, import.
 use std::io::{BufRead, Write};
-use std::path::PathBuf;
 
 use anyhow::Context;
 use memex_client::Conn;
 use memex_event::{ArtifactRecord, EventRecord};
 use memex_proto::v1 as pb;
 
+use super::out::{self, ClientArgs};
+use super::progress::Progress;
+
 #[derive(clap::Subcommand, Debug)]
 pub enum SessionCommand {
     /// Create a session; prints its id.
     Create {
         #[command(flatten)]
-        conn: Conn,
+        args: ClientArgs,
         #[arg(long)]
         agent: String,
         #[arg(long)]
@@ -20,16 +22,16 @@ pub enum SessionCommand {
         #[arg(long)]
         parent: Option<String>,
     },
-    /// Show a session as JSON.
+    /// Show a session.
     Get {
         #[command(flatten)]
-        conn: Conn,
+        args: ClientArgs,
         id: String,
     },
-    /// List sessions, newest first, one JSON object per line.
+    /// List sessions, newest first (JSON: one object per line).
     List {
         #[command(flatten)]
-        conn: Conn,
+        args: ClientArgs,
         #[arg(long)]
         agent: Option<String>,
         #[arg(long)]
@@ -39,56 +41,61 @@ pub enum SessionCommand {
     },
 }
 
-fn session_json(s: &pb::Session) -> serde_json::Value {
-    serde_json::json!({
-        "id": s.id, "namespace": s.namespace, "agent_id": s.agent_id,
-        "parent_session_id": s.parent_session_id, "task_id": s.task_id,
-        "source_format": s.source_format, "event_count": s.event_count,
-        "created_at": from_ts(&s.created_at).map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)),
-    })
+fn session_text(s: &pb::Session) -> String {
+    let mut line = format!("{}  agent {}  {} events  {}", s.id, s.agent_id, s.event_count, out::time(&s.created_at));
+    for (label, v) in [("task", &s.task_id), ("parent", &s.parent_session_id), ("source", &s.source_format)] {
+        if !v.is_empty() {
+            line.push_str(&format!("  {label} {v}"));
+        }
+    }
+    if !s.source_file_name.is_empty() {
+        line.push_str(&format!(" ({})", s.source_file_name));
+    }
+    line
+}
+
+fn print_session(args: &ClientArgs, s: &pb::Session) -> anyhow::Result<()> {
+    if args.json() {
+        out::print_json(&out::to_json(s, "Session")?)
+    } else {
+        outln!("{}", session_text(s));
+        Ok(())
+    }
 }
 
 pub async fn session(cmd: SessionCommand) -> anyhow::Result<()> {
     match cmd {
-        SessionCommand::Create { conn, agent, task, parent } => {
-            let mut c = conn.connect().await?;
-            let s = c
-                .sessions
+        SessionCommand::Create { args, agent, task, parent } => {
+            let s = args
+                .client()
+                .await?
                 .create_session(pb::CreateSessionRequest {
-                    namespace: conn.namespace.clone(),
                     agent_id: agent,
                     task_id: task.unwrap_or_default(),
                     parent_session_id: parent.unwrap_or_default(),
                     ..Default::default()
                 })
-                .await?
-                .into_inner();
-            println!("{}", s.id);
+                .await?;
+            if args.json() {
+                print_session(&args, &s)?;
+            } else {
+                outln!("{}", s.id);
+            }
         }
-        SessionCommand::Get { conn, id } => {
-            let mut c = conn.connect().await?;
-            let s = c
-                .sessions
-                .get_session(pb::GetSessionRequest { namespace: conn.namespace.clone(), session_id: id })
+        SessionCommand::Get { args, id } => print_session(&args, &args.client().await?.get_session(&id).await?)?,
+        SessionCommand::List { args, agent, task, limit } => {
+            let page = args
+                .client()
                 .await?
-                .into_inner();
-            println!("{}", session_json(&s));
-        }
-        SessionCommand::List { conn, agent, task, limit } => {
-            let mut c = conn.connect().await?;
-            let page = c
-                .sessions
                 .list_sessions(pb::ListSessionsRequest {
-                    namespace: conn.namespace.clone(),
                     agent_id: agent.unwrap_or_default(),
                     task_id: task.unwrap_or_default(),
                     page_size: limit,
                     ..Default::default()
                 })
-                .await?
-                .into_inner();
+                .await?;
             for s in &page.sessions {
-                println!("{}", session_json(s));
+                print_session(&args, s)?;
             }
         }
     }
@@ -98,12 +105,19 @@ pub async fn session(cmd: SessionCommand) -> anyhow::Result<()> {
 #[derive(clap::Args, Debug)]
 pub struct AppendArgs {
     #[command(flatten)]
-    pub conn: Conn,
+    pub args: ClientArgs,
     #[arg(long)]
     pub session: String,
-    /// Events per AppendEvents call.
+    /// Events per batch (each batch is atomic).
     #[arg(long, default_value_t = 1000)]
     pub batch: usize,
+    /// Send the batches on one StreamEvents stream instead of one AppendEvents call each.
+    #[arg(long)]
+    pub stream: bool,
+    /// AppendEvents only: a retry with the same key and batch is answered with the first result
+    /// (one batch only: the key names one batch).
+    #[arg(long, conflicts_with = "stream")]
+    pub idempotency_key: Option<String>,
 }
 
 /// One input line of `memex append`.
@@ -129,16 +143,19 @@ struct InputLine {
     media_type: String,
 }
 
-pub async fn append(args: AppendArgs) -> anyhow::Result<()> {
-    let mut c = args.conn.connect().await?;
-    let stdin = std::io::stdin();
-    let mut batch = Vec::new();
-    let mut lines = stdin.lock().lines().enumerate().peekable();
-    while let Some((i, line)) = lines.next() {
+fn read_events(batch: usize) -> anyhow::Result<Vec<Vec<pb::EventInput>>> {
+    let mut batches = vec![Vec::new()];
+    for (i, line) in std::io::stdin().lock().lines().enumerate() {
         let line = line?;
-        if !line.trim().is_empty() {
-            let e: InputLine = serde_json::from_str(&line).with_context(|| format!("stdin:{}", i + 1))?;
-            batch.push(pb::EventInput {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let e: InputLine = serde_json::from_str(&line).with_context(|| format!("stdin:{}", i + 1))?;
+        if batches.last().is_some_and(|b| b.len() >= batch.max(1)) {
+            batches.push(Vec::new());
+        }
+        if let Some(b) = batches.last_mut() {
+            b.push(pb::EventInput {
                 kind: e.kind,
                 content: e.content,
                 agent_id: e.agent_id,
@@ -150,18 +167,32 @@ pub async fn append(args: AppendArgs) -> anyhow::Result<()> {
                 media_type: e.media_type,
             });
         }
-        if batch.len() >= args.batch || (lines.peek().is_none() && !batch.is_empty()) {
-            let r = c
-                .events
-                .append_events(pb::AppendEventsRequest {
-                    namespace: args.conn.namespace.clone(),
-                    session_id: args.session.clone(),
-                    events: std::mem::take(&mut batch),
-                    idempotency_key: String::new(),
-                })
-                .await?
-                .into_inner();
-            println!("appended seqs {}..={}", r.first_seq, r.last_seq);
+    }
+    batches.retain(|b| !b.is_empty());
+    Ok(batches)
+}
+
+pub async fn append(a: AppendArgs) -> anyhow::Result<()> {
+    let batches = read_events(a.batch)?;
+    if a.idempotency_key.is_some() && batches.len() > 1 {
+        anyhow::bail!("--idempotency-key names one batch; these events make {} (raise --batch)", batches.len());
+    }
+    let c = a.args.client().await?;
+    if a.stream {
+        let ack = c.stream_events(&a.session, batches).await?;
+        if a.args.json() {
+            return out::print_json(&out::to_json(&ack, "StreamEventsAck")?);
+        }
+        outln!("appended {} events in {} batches", ack.events_committed, ack.messages_committed);
+        return Ok(());
+    }
+    for batch in batches {
+        let r = c.append_events(&a.session, batch, a.idempotency_key.clone()).await?;
+        if a.args.json() {
+            out::print_json(&out::to_json(&r, "AppendEventsResponse")?)?;
+        } else {
+            let replayed = if r.replayed { " (replayed)" } else { "" };
+            outln!("appended seqs {}..={}{replayed}", r.first_seq, r.last_seq);
         }
     }
     Ok(())
@@ -209,22 +240,19 @@ pub struct EventsArgs {
 }
 
 pub async fn events(args: EventsArgs) -> anyhow::Result<()> {
-    let mut c = args.conn.connect().await?;
+    let c = args.conn.client().await?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut token = String::new();
     loop {
         let page = c
-            .events
             .get_events(pb::GetEventsRequest {
-                namespace: args.conn.namespace.clone(),
                 session_id: args.session.clone(),
                 from_seq: args.from,
                 to_seq: args.to.unwrap_or(0),
                 page_token: std::mem::take(&mut token),
                 ..Default::default()
             })
-            .await?
-            .into_inner();
+            .await?;
         for e in page.events {
             writeln!(out, "{}", record(e).to_json_line())?;
         }
@@ -246,16 +274,9 @@ pub struct ArtifactArgs {
 }
 
 pub async fn artifact(args: ArtifactArgs) -> anyhow::Result<()> {
-    let mut c = args.conn.connect().await?;
-    let mut stream = c
-        .events
-        .get_artifact(pb::GetArtifactRequest { namespace: args.conn.namespace.clone(), artifact_id: args.id })
-        .await?
-        .into_inner();
-    let mut out = std::io::stdout().lock();
-    while let Some(chunk) = stream.message().await? {
-        out.write_all(&chunk.data)?;
-    }
+    let c = args.conn.client().await?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    c.get_artifact(&args.id, &mut out).await?;
     out.flush()?;
     Ok(())
 }
@@ -263,9 +284,10 @@ pub async fn artifact(args: ArtifactArgs) -> anyhow::Result<()> {
 #[derive(clap::Args, Debug)]
 pub struct ImportArgs {
     #[command(flatten)]
-    pub conn: Conn,
-    /// The trace file (Claude Code JSONL, Codex rollout, Gemini CLI session JSON, memex events).
-    pub file: PathBuf,
+    pub args: ClientArgs,
+    /// The trace file (Claude Code JSONL, Codex rollout, Gemini CLI session JSON, memex events),
+    /// gzip'd or not; `-` reads stdin.
+    pub file: String,
     /// The agent that produced it.
     #[arg(long, default_value = "imported")]
     pub agent: String,
@@ -274,33 +296,53 @@ pub struct ImportArgs {
     pub input_format: String,
     #[arg(long)]
     pub task: Option<String>,
+    /// The file name stored with the session (its stem names the views); default: the file's
+    /// name without `.gz` (the server's `trace.jsonl` for stdin).
+    #[arg(long)]
+    pub name: Option<String>,
     /// Refuse the trace at its first malformed line.
     #[arg(long)]
     pub strict: bool,
 }
 
-/// `memex import`: upload a trace; prints the new session id (diagnostics on stderr).
-pub async fn import(args: ImportArgs) -> anyhow::Result<()> {
-    let raw = std::fs::read(&args.file).with_context(|| format!("cannot read {}", args.file.display()))?;
-    let channel = args.conn.channel().await?;
-    let mut views =
-        memex_proto::v1::view_service_client::ViewServiceClient::with_interceptor(channel, args.conn.bearer()?);
-    let file_name = args.file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let mut msgs = vec![pb::ImportTraceRequest {
-        namespace: args.conn.namespace.clone(),
-        agent_id: args.agent,
+/// `memex import`: upload a trace; prints the new session id (diagnostics on stderr), or with
+/// `--format json` the whole answer.
+pub async fn import(a: ImportArgs) -> anyhow::Result<()> {
+    let (name, raw) = super::input::read_all(&a.file)?;
+    let file_name = a.name.clone().unwrap_or_else(|| if a.file == "-" { String::new() } else { name });
+    let c = a.args.client().await?;
+    let meta = pb::ImportTraceRequest {
+        agent_id: a.agent.clone(),
         file_name: file_name.clone(),
-        input_format: args.input_format,
-        task_id: args.task.unwrap_or_default(),
-        strict: args.strict,
+        input_format: a.input_format.clone(),
+        task_id: a.task.clone().unwrap_or_default(),
+        strict: a.strict,
         ..Default::default()
-    }];
-    msgs.extend(raw.chunks(1 << 20).map(|c| pb::ImportTraceRequest { chunk: c.to_vec(), ..Default::default() }));
-    let r = views.import_trace(tokio_stream::iter(msgs)).await?.into_inner();
+    };
+    let progress = Progress::bytes("import", raw.len() as u64);
+    let total = raw.len() as u64;
+    let p = progress.clone();
+    let r = c
+        .import_trace(meta, raw, move |sent| {
+            p.set(sent);
+            if sent == total {
+                p.message("compiling on the server");
+            }
+        })
+        .await;
+    progress.finish();
+    let r = r?;
+    if a.args.json() {
+        return out::print_json(&out::to_json(&r, "ImportTraceResponse")?);
+    }
+    let shown = if file_name.is_empty() { a.file.as_str() } else { file_name.as_str() };
     for d in &r.diagnostics {
-        eprintln!("{file_name}:{}:{}: {}", d.line, d.col, d.message);
+        eprintln!("{shown}:{}:{}: {}", d.line, d.col, d.message);
+    }
+    if r.diagnostic_count as usize > r.diagnostics.len() {
+        eprintln!("{shown}: {} more diagnostics", r.diagnostic_count as usize - r.diagnostics.len());
     }
     eprintln!("imported {} events ({} format, {} chain(s))", r.events, r.format, r.chains);
-    println!("{}", r.session.map(|s| s.id).unwrap_or_default());
+    outln!("{}", r.session.map(|s| s.id).unwrap_or_default());
     Ok(())
 }

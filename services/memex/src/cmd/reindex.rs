@@ -38,12 +38,23 @@ pub async fn run(args: ReindexArgs) -> anyhow::Result<()> {
     };
     let start = std::time::Instant::now();
     let mut total = 0;
-    for ns in namespaces {
+    let progress = super::progress::Progress::items("reindex", namespaces.len() as u64);
+    for (i, ns) in namespaces.iter().enumerate() {
         let t0 = std::time::Instant::now();
-        let n = index.rebuild(ns.id).await?;
+        progress.message(&format!("namespace {}", ns.name));
+        let n = index.rebuild(ns.id).await;
+        let n = match n {
+            Ok(n) => n,
+            Err(e) => {
+                progress.finish();
+                return Err(e.into());
+            }
+        };
         total += n;
-        eprintln!("{}: {n} events indexed in {:.2} s", ns.name, t0.elapsed().as_secs_f64());
+        progress.line(&format!("{}: {n} events indexed in {:.2} s", ns.name, t0.elapsed().as_secs_f64()));
+        progress.set(i as u64 + 1);
     }
+    progress.finish();
     let secs = start.elapsed().as_secs_f64();
     eprintln!(
         "reindexed {total} events into {} in {secs:.2} s ({:.0} events/s)",

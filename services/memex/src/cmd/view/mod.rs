@@ -18,6 +18,9 @@ use std::io::{Read, Write};
 use std::path::{Component, Path, PathBuf};
 use std::process::ExitCode;
 
+mod glob;
+mod remote;
+
 /// Compile agent traces into VCC views (run `memex view --help` for the options).
 #[derive(clap::Args)]
 #[command(disable_help_flag = true)]
@@ -35,10 +38,12 @@ pub struct ViewArgs {
     infer_long_args = true,
     after_help = "--format chooses the OUTPUT (text: VCC.py's stdout; json: views plus pointer \
 metadata). The INPUT format is --input-format (auto-detected by default: Claude Code JSONL, Codex \
-rollout JSONL, Gemini CLI session JSON, memex events JSONL)."
+rollout JSONL, Gemini CLI session JSON, memex events JSONL).\n\nA session stored on a running server: \
+`memex view --session ID --mode full|ui|adaptive|index` (see `memex view --session x --help`)."
 )]
 struct ViewCli {
-    /// Trace files or glob patterns (`**` recursive; matches of one pattern in mtime order).
+    /// Trace files or glob patterns (`**` recursive; matches of one pattern in mtime order);
+    /// gzip'd files are read as the trace they hold; `-` reads stdin (views named `stdin.*`).
     #[arg(required = true, value_name = "FILE")]
     inputs: Vec<String>,
     /// Output directory (default: next to each input).
@@ -123,6 +128,9 @@ impl From<InputFormatArg> for InputFormat {
 }
 
 pub fn run(args: ViewArgs) -> ExitCode {
+    if remote::wanted(&args.args) {
+        return remote::run(args.args);
+    }
     let raw = std::iter::once(OsString::from("memex view")).chain(args.args.into_iter().map(rewrite_tu));
     let cli = match ViewCli::try_parse_from(raw) {
         Ok(cli) => cli,
@@ -300,9 +308,9 @@ impl<'a> Session<'a> {
         ready: &std::sync::mpsc::SyncSender<(usize, ReadyChain)>,
     ) -> anyhow::Result<Result<CompiledTrace, CompileError>> {
         let opts = CompileOptions { format: self.cli.input_format.into(), strict: self.cli.strict };
-        let file = std::fs::File::open(input).context("cannot open")?;
-        let mut compiler = Compiler::new(memex_vcc::stem_of(input), opts);
-        read_ahead(file, |chunk| {
+        let file = super::input::open(input).context("cannot open")?;
+        let mut compiler = Compiler::new(memex_vcc::stem_of(&file.name), opts);
+        read_ahead(file.reader, |chunk| {
             compiler.push(chunk);
             // With --strict a later problem discards the whole input: nothing is written early.
             if !opts.strict {
@@ -315,9 +323,9 @@ impl<'a> Session<'a> {
     }
 }
 
-/// Reads `file` in 1 MiB chunks on a second thread, calling `each` on this one; spent buffers
-/// go back to the reader (no fresh pages per chunk).
-fn read_ahead(mut file: std::fs::File, mut each: impl FnMut(&[u8])) -> anyhow::Result<()> {
+/// Reads `file` (decompressed, if it was gzip'd) in 1 MiB chunks on a second thread, calling
+/// `each` on this one; spent buffers go back to the reader (no fresh pages per chunk).
+fn read_ahead(mut file: Box<dyn Read + Send>, mut each: impl FnMut(&[u8])) -> anyhow::Result<()> {
     let (tx, rx) = std::sync::mpsc::sync_channel::<std::io::Result<Vec<u8>>>(2);
     let (give_back, spent) = std::sync::mpsc::channel::<Vec<u8>>();
     std::thread::scope(|scope| {
@@ -488,94 +496,6 @@ fn expand_inputs(args: &[String]) -> Vec<String> {
         }
     }
     out
-}
-
-/// A small glob with Python `glob.glob(recursive=True)` semantics.
-mod glob {
-    use regex::Regex;
-    use std::path::Path;
-
-    pub fn expand(pattern: &str) -> Vec<String> {
-        if !pattern.contains(['*', '?', '[']) {
-            return if Path::new(pattern).exists() { vec![pattern.to_string()] } else { Vec::new() };
-        }
-        let absolute = pattern.starts_with('/');
-        let parts: Vec<&str> = pattern.split('/').filter(|p| !p.is_empty()).collect();
-        let start = if absolute { "/".to_string() } else { String::new() };
-        let mut out = Vec::new();
-        walk(&start, &parts, &mut out);
-        out.sort();
-        out.dedup();
-        out
-    }
-
-    fn walk(prefix: &str, parts: &[&str], out: &mut Vec<String>) {
-        let Some((part, rest)) = parts.split_first() else {
-            if !prefix.is_empty() {
-                out.push(prefix.trim_end_matches('/').to_string());
-            }
-            return;
-        };
-        if *part == "**" {
-            walk(prefix, rest, out);
-            for dir in entries(prefix, "*").into_iter().filter(|d| Path::new(d).is_dir()) {
-                walk(&format!("{dir}/"), parts, out);
-            }
-            return;
-        }
-        if !part.contains(['*', '?', '[']) {
-            let next = format!("{prefix}{part}");
-            if Path::new(&next).exists() {
-                let sep = if rest.is_empty() { "" } else { "/" };
-                walk(&format!("{next}{sep}"), rest, out);
-            }
-            return;
-        }
-        for entry in entries(prefix, part) {
-            let sep = if rest.is_empty() { "" } else { "/" };
-            if rest.is_empty() || Path::new(&entry).is_dir() {
-                walk(&format!("{entry}{sep}"), rest, out);
-            }
-        }
-    }
-
-    /// Entries of directory `prefix` whose names match `part` (fnmatch).
-    fn entries(prefix: &str, part: &str) -> Vec<String> {
-        let Some(re) = fnmatch(part) else {
-            return Vec::new();
-        };
-        let dir = if prefix.is_empty() { "." } else { prefix };
-        let Ok(read) = std::fs::read_dir(dir) else {
-            return Vec::new();
-        };
-        let mut names: Vec<String> = read
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| (part.starts_with('.') || !n.starts_with('.')) && re.is_match(n))
-            .map(|n| format!("{prefix}{n}"))
-            .collect();
-        names.sort();
-        names
-    }
-
-    fn fnmatch(part: &str) -> Option<Regex> {
-        let mut re = String::from("^");
-        let mut chars = part.chars().peekable();
-        while let Some(c) = chars.next() {
-            match c {
-                '*' => re.push_str(".*"),
-                '?' => re.push('.'),
-                '[' => {
-                    let class: String = chars.by_ref().take_while(|&c| c != ']').collect();
-                    let class = class.strip_prefix('!').map_or(class.clone(), |c| format!("^{c}"));
-                    re.push_str(&format!("[{}]", class.replace('[', "\\[")));
-                }
-                c => re.push_str(&regex::escape(&c.to_string())),
-            }
-        }
-        re.push('$');
-        Regex::new(&format!("(?s){re}")).ok()
-    }
 }
 
 #[cfg(test)]
