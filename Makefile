@@ -1,5 +1,6 @@
 # memex — the two commands of the README, and the steps they are made of.
-#   make run    set up PostgreSQL 15 + pgvector, build, bootstrap the `default` namespace, serve on 127.0.0.1:50051
+#   make run    set up PostgreSQL 15 + pgvector, build, bootstrap the `default` namespace, serve gRPC on
+#               127.0.0.1:50051 and MCP (streamable HTTP) on http://127.0.0.1:50052/mcp
 #   make test   set up the database and run every test against it
 # Both are idempotent. Set-up needs root (or sudo) the first time.
 
@@ -12,15 +13,15 @@ CARGO             ?= cargo
 BIN               := $${CARGO_TARGET_DIR:-target}/release/memex
 BENCH_BIN         := $${CARGO_TARGET_DIR:-target}/release/memex-bench
 
-.PHONY: run test setup toolchain db model build release release-bench lint fmt bench-ingest clean-test-dbs
+.PHONY: run test setup toolchain db model mcp-inspector build release release-bench lint fmt bench-ingest clean-test-dbs
 
 run: setup release
 	$(BIN) model distill
 	$(BIN) admin bootstrap --namespace default --key-file .memex/dev.key --database-url $(DATABASE_URL)
 	@echo "API key for namespace 'default' is in .memex/dev.key"
-	$(BIN) serve --database-url $(DATABASE_URL)
+	$(BIN) serve --database-url $(DATABASE_URL) --mcp-http-addr 127.0.0.1:50052
 
-test: setup
+test: setup mcp-inspector
 	$(CARGO) run --locked -q -p memex -- model distill
 	TEST_DATABASE_URL=$(TEST_DATABASE_URL) $(CARGO) test --workspace --locked
 
@@ -34,6 +35,10 @@ db:
 
 model:
 	@bash scripts/fetch-model.sh
+
+# The official MCP Inspector (npm), the independent MCP client of tests/api/mcp_inspector.rs.
+mcp-inspector:
+	@bash scripts/install-mcp-inspector.sh
 
 build:
 	$(CARGO) build --workspace --locked

@@ -6,6 +6,8 @@ mod bad_input;
 mod compaction;
 mod concurrency;
 mod events;
+mod mcp;
+mod mcp_inspector;
 mod packs;
 mod planning;
 mod roles;

@@ -18,6 +18,8 @@ use crate::db::test_db;
 
 pub struct TestServer {
     pub addr: SocketAddr,
+    /// Where MCP over streamable HTTP is served (`start_mcp`), if it is.
+    pub mcp_addr: Option<SocketAddr>,
     pub config: Config,
     /// A direct handle on the server's database, for set-up and for checking what was stored.
     pub store: Store,
@@ -59,6 +61,15 @@ impl TestServer {
 
     /// A server whose configuration `tweak` may change first.
     pub async fn start_with(tweak: impl FnOnce(&mut Config)) -> Option<TestServer> {
+        Self::start_inner(tweak, false).await
+    }
+
+    /// A server that also serves MCP over streamable HTTP on a port of its own (`mcp_url`).
+    pub async fn start_mcp(tweak: impl FnOnce(&mut Config)) -> Option<TestServer> {
+        Self::start_inner(tweak, true).await
+    }
+
+    async fn start_inner(tweak: impl FnOnce(&mut Config), mcp: bool) -> Option<TestServer> {
         let db = test_db().await?;
         let mut config = Config::default();
         config.database.url = db.url.clone();
@@ -74,7 +85,7 @@ impl TestServer {
         let store = Store::connect(&db.url, &StoreOptions { max_connections: 4, ..Default::default() })
             .await
             .expect("connect the test store");
-        Some(Self::serve(config, store, |_, _| {}).await)
+        Some(Self::serve_mcp(config, store, |_, _| {}, mcp).await)
     }
 
     /// A second server over the same database, with its own text index and cold caches: what
@@ -95,15 +106,29 @@ impl TestServer {
 
     /// Runs a server with `config` (which `at_port` may adjust once its port is known) on
     /// 127.0.0.1 and waits until it answers.
-    async fn serve(mut config: Config, store: Store, at_port: impl FnOnce(&mut Config, u16)) -> TestServer {
+    async fn serve(config: Config, store: Store, at_port: impl FnOnce(&mut Config, u16)) -> TestServer {
+        Self::serve_mcp(config, store, at_port, false).await
+    }
+
+    async fn serve_mcp(
+        mut config: Config,
+        store: Store,
+        at_port: impl FnOnce(&mut Config, u16),
+        mcp: bool,
+    ) -> TestServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local addr");
         at_port(&mut config, addr.port());
+        let mcp = match mcp {
+            true => Some(tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0 for MCP")),
+            false => None,
+        };
+        let mcp_addr = mcp.as_ref().map(|l| l.local_addr().expect("local addr"));
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(memex_server::run(listener, config.clone(), async {
+        let task = tokio::spawn(memex_server::run_with_mcp(listener, mcp, config.clone(), async {
             let _ = rx.await;
         }));
-        let srv = TestServer { addr, config, store, shutdown: Some(tx), task: Some(task) };
+        let srv = TestServer { addr, mcp_addr, config, store, shutdown: Some(tx), task: Some(task) };
         srv.wait_ready().await;
         srv
     }
@@ -123,6 +148,11 @@ impl TestServer {
 
     pub fn endpoint(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// The MCP endpoint (`http://127.0.0.1:<port>/mcp`) of a server started with `start_mcp`.
+    pub fn mcp_url(&self) -> String {
+        format!("http://{}/mcp", self.mcp_addr.expect("a server started with start_mcp"))
     }
 
     /// Creates a namespace and a key with `access` on it; returns the namespace and the token.

@@ -30,6 +30,7 @@ pub struct Config {
     pub search: SearchConfig,
     pub embedding: EmbeddingConfig,
     pub context: ContextConfig,
+    pub mcp: McpConfig,
     /// After a shutdown signal, in-flight RPCs get this long to finish before they are cut off.
     pub shutdown_grace_secs: u64,
     pub log: LogConfig,
@@ -130,6 +131,25 @@ pub struct EmbeddingConfig {
     pub worker_share: f64,
 }
 
+/// MCP over streamable HTTP (`POST http://<http_addr>/mcp`), served beside gRPC by `memex serve`.
+/// Off by default: a second port is opened only when asked for (`memex serve --mcp-http-addr`,
+/// or `http = true`). It is a gRPC client of this server over loopback, forwarding each request's
+/// `Authorization: Bearer`, so `auth` applies to it exactly as to gRPC. Local agents can use
+/// `memex mcp` (stdio) instead and need no port.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct McpConfig {
+    /// Serve MCP over HTTP.
+    pub http: bool,
+    /// Where: loopback by default; to let other machines in, bind their interface and list the
+    /// host name they use in `allowed_hosts`.
+    pub http_addr: SocketAddr,
+    /// The namespace of requests that send no `X-Memex-Namespace` header.
+    pub namespace: String,
+    /// `Host` header values accepted, against DNS rebinding (`*`: any).
+    pub allowed_hosts: Vec<String>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
@@ -184,6 +204,7 @@ impl Default for Config {
             search: SearchConfig::default(),
             embedding: EmbeddingConfig::default(),
             context: ContextConfig::default(),
+            mcp: McpConfig::default(),
             shutdown_grace_secs: 30,
             log: LogConfig::default(),
         }
@@ -256,6 +277,17 @@ impl Default for EmbeddingConfig {
     }
 }
 
+impl Default for McpConfig {
+    fn default() -> Self {
+        McpConfig {
+            http: false,
+            http_addr: SocketAddr::from(([127, 0, 0, 1], 50052)),
+            namespace: "default".to_owned(),
+            allowed_hosts: vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "::1".to_owned()],
+        }
+    }
+}
+
 impl Default for LogConfig {
     fn default() -> Self {
         LogConfig { format: LogFormat::Text, filter: "info,sqlx=warn".to_owned() }
@@ -274,7 +306,7 @@ pub enum ConfigError {
 
 /// The top-level keys `MEMEX_*` variables may set; other `MEMEX_*` variables (such as the client's
 /// `MEMEX_API_KEY`) are not configuration and are ignored here.
-const SECTIONS: [&str; 12] = [
+const SECTIONS: [&str; 13] = [
     "listen",
     "role",
     "database",
@@ -285,6 +317,7 @@ const SECTIONS: [&str; 12] = [
     "search",
     "embedding",
     "context",
+    "mcp",
     "shutdown_grace_secs",
     "log",
 ];
@@ -363,6 +396,12 @@ impl Config {
             return bad("embedding.batch_size and embedding.queue_capacity must be > 0");
         }
         self.context.check().map_err(ConfigError::Invalid)?;
+        if self.mcp.http && self.mcp.http_addr == self.listen {
+            return bad("mcp.http_addr must differ from listen");
+        }
+        if self.mcp.namespace.is_empty() {
+            return bad("mcp.namespace must not be empty");
+        }
         Ok(())
     }
 
@@ -453,6 +492,34 @@ mod tests {
             ("[search]\nbm25_wieght = 1\n", "bm25_wieght"),
             ("[context]\ntokenizer = \"p50k\"\n", "p50k"),
             ("[context.budgets]\ntail = 40000\n", "exceeds context"),
+        ] {
+            std::fs::write(&file, bad).expect("write");
+            let err = Config::load(Some(&file), serde_json::json!({})).expect_err(bad);
+            assert!(err.to_string().contains(key), "{bad}: {err}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_mcp_section_is_off_by_default_and_layers_like_the_rest() {
+        let c = Config::default();
+        assert!(!c.mcp.http);
+        assert_eq!((c.mcp.http_addr.to_string().as_str(), c.mcp.namespace.as_str()), ("127.0.0.1:50052", "default"));
+        let dir = std::env::temp_dir().join(format!("memex-config-mcp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("tmp dir");
+        let file = dir.join("memex.toml");
+        std::fs::write(&file, "[mcp]\nhttp = true\nhttp_addr = \"0.0.0.0:7000\"\nallowed_hosts = [\"memex.lan\"]\n")
+            .expect("write");
+        let c = Config::load(Some(&file), serde_json::json!({"mcp": {"namespace": "team"}})).expect("load");
+        assert!(c.mcp.http);
+        assert_eq!(c.mcp.http_addr.to_string(), "0.0.0.0:7000");
+        assert_eq!((c.mcp.allowed_hosts.as_slice(), c.mcp.namespace.as_str()), (&["memex.lan".to_owned()][..], "team"));
+        assert!(c.redacted().contains("[mcp]"), "{}", c.redacted());
+        for (bad, key) in [
+            ("[mcp]\nhttp_adr = \"127.0.0.1:1\"\n", "http_adr"),
+            ("[mcp]\nhttp_addr = \"nowhere\"\n", "http_addr"),
+            ("listen = \"127.0.0.1:9\"\n[mcp]\nhttp = true\nhttp_addr = \"127.0.0.1:9\"\n", "must differ"),
+            ("[mcp]\nnamespace = \"\"\n", "mcp.namespace"),
         ] {
             std::fs::write(&file, bad).expect("write");
             let err = Config::load(Some(&file), serde_json::json!({})).expect_err(bad);

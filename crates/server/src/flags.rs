@@ -30,6 +30,8 @@ pub struct Overrides {
     pub auth: serde_json::Map<String, serde_json::Value>,
     #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
     pub log: serde_json::Map<String, serde_json::Value>,
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+    pub mcp: serde_json::Map<String, serde_json::Value>,
 }
 
 impl ConfigArgs {

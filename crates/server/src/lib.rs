@@ -56,6 +56,12 @@ pub enum ServerError {
     Background(String),
     #[error("background runtime: {0}")]
     Io(#[from] std::io::Error),
+    #[error("cannot listen for MCP on {addr}: {source}")]
+    McpListen {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// Connects the store described by `config.database`.
@@ -109,12 +115,50 @@ async fn run_worker(
     Ok(())
 }
 
+/// How the MCP HTTP front reaches this server: over loopback to the gRPC port.
+fn mcp_options(config: &Config, grpc: std::net::SocketAddr) -> memex_mcp::http::HttpOptions {
+    let mut target = grpc;
+    if target.ip().is_unspecified() {
+        target.set_ip(match target {
+            std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    memex_mcp::http::HttpOptions {
+        endpoint: format!("http://{target}"),
+        namespace: config.mcp.namespace.clone(),
+        auth: config.auth.enabled,
+        key_ttl: Duration::from_secs(config.auth.key_cache_ttl_secs),
+        allowed_hosts: config.mcp.allowed_hosts.clone(),
+    }
+}
+
 /// After the RPCs, how long the background work (index loop, embedding worker, the pool) gets to stop.
 const CLEANUP: Duration = Duration::from_secs(3);
 
 /// Serves memex on `listener` until `shutdown` completes, then drains in-flight RPCs for up to
-/// `config.shutdown_grace_secs` before returning.
+/// `config.shutdown_grace_secs` before returning. With `mcp.http` on, MCP over streamable HTTP is
+/// served on `mcp.http_addr` too, and stops with it.
 pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Output = ()>) -> Result<(), ServerError> {
+    let mcp = match config.mcp.http && config.role != config::Role::Worker {
+        true => Some(
+            TcpListener::bind(config.mcp.http_addr)
+                .await
+                .map_err(|source| ServerError::McpListen { addr: config.mcp.http_addr, source })?,
+        ),
+        false => None,
+    };
+    run_with_mcp(listener, mcp, config, shutdown).await
+}
+
+/// As `run`, with MCP over HTTP served on `mcp` whatever `mcp.http` says (tests bind
+/// `127.0.0.1:0`), or not at all when it is `None`.
+pub async fn run_with_mcp(
+    listener: TcpListener,
+    mcp: Option<TcpListener>,
+    config: Config,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServerError> {
     let addr = listener.local_addr().ok();
     tracing::info!(config = %config.redacted(), "starting memex");
     if !config.auth.enabled {
@@ -211,9 +255,23 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Ou
         );
 
     let grace = config.shutdown_grace();
+    let (mcp_stop, mcp_task) = match (mcp, addr) {
+        (Some(l), Some(grpc)) => {
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let served = memex_mcp::http::serve(l, mcp_options(&config, grpc), async move {
+                let _ = stopped.await;
+            });
+            (Some(stop), Some(tokio::spawn(served)))
+        }
+        _ => (None, None),
+    };
     let (fired_tx, fired_rx) = tokio::sync::oneshot::channel::<()>();
     let signal = async move {
         shutdown.await;
+        // MCP takes no new requests either; the ones in flight finish through the gRPC drain.
+        if let Some(stop) = mcp_stop {
+            let _ = stop.send(());
+        }
         tracing::info!(grace_secs = grace.as_secs(), "shutdown requested: no new RPCs; draining in-flight ones");
         health_reporter.set_not_serving::<EventServiceServer<service::events::Events>>().await;
         let _ = fired_tx.send(());
@@ -232,6 +290,18 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Ou
     // holding a connection must not keep the process alive past its grace (the embedding worker's
     // lease expires and another worker resumes its sessions).
     reports_listener.abort();
+    if let Some(task) = mcp_task {
+        let abort = task.abort_handle();
+        match tokio::time::timeout(CLEANUP, task).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => tracing::error!(error = %e, "MCP over HTTP stopped with an error"),
+            Ok(Err(e)) => tracing::error!(error = %e, "MCP over HTTP panicked"),
+            Err(_) => {
+                tracing::warn!("MCP requests still running after the gRPC drain: cut off");
+                abort.abort();
+            }
+        }
+    }
     let cleanup = async {
         if let Some(search) = search {
             search.stop().await;

@@ -27,6 +27,8 @@ pub enum BenchCommand {
     Needle(super::bench_needle::NeedleArgs),
     /// BuildPack latency under open-loop load: p50/p99, phases, saturation point.
     Pack(super::bench_pack::PackArgs),
+    /// search and build_pack through MCP (streamable HTTP) vs direct gRPC: p50/p99.
+    Mcp(super::bench_mcp::McpBenchArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -101,6 +103,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Longmemeval(args) => super::bench_longmemeval::run(args).await,
         BenchCommand::Needle(args) => super::bench_needle::run(args).await,
         BenchCommand::Pack(args) => super::bench_pack::run(args).await,
+        BenchCommand::Mcp(args) => super::bench_mcp::run(args).await,
     }
 }
 

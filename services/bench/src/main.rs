@@ -4,6 +4,7 @@ mod baselines;
 mod bench;
 mod bench_locomo;
 mod bench_longmemeval;
+mod bench_mcp;
 mod bench_needle;
 mod bench_pack;
 mod bench_search;
@@ -20,7 +21,7 @@ use std::process::ExitCode;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
-#[command(name = "memex-bench", version, about = "Benchmarks of memex: ingest, views, search, retrieval, packs")]
+#[command(name = "memex-bench", version, about = "Benchmarks of memex: ingest, views, search, retrieval, packs, MCP")]
 struct Cli {
     #[command(subcommand)]
     command: bench::BenchCommand,

@@ -64,6 +64,9 @@ enum Command {
     Report(cmd::task::ReportArgs),
     /// Follow the reports of a task's children (until Ctrl-C).
     WatchReports(cmd::task::WatchArgs),
+    /// Serve memex's tools to an MCP client over stdio (for a local agent: Claude Code, Codex CLI,
+    /// Gemini CLI), as a client of the running server named by --endpoint / --api-key / --namespace.
+    Mcp(memex_client::Conn),
     /// Rebuild this replica's text indexes from Postgres.
     Reindex(cmd::reindex::ReindexArgs),
     /// VCC views of agent trace files (full, UI, adaptive), like the reference VCC.py; or, with
@@ -123,6 +126,8 @@ fn main() -> ExitCode {
         Command::Delegate(a) => run(Box::pin(cmd::task::delegate(a))),
         Command::Report(a) => run(Box::pin(cmd::task::report(a))),
         Command::WatchReports(a) => run(Box::pin(cmd::task::watch_reports(a))),
+        // stdout carries the protocol: nothing else may be printed there.
+        Command::Mcp(conn) => run(Box::pin(async move { Ok(memex_mcp::serve_stdio(&conn).await?) })),
         Command::Reindex(a) => run(Box::pin(cmd::reindex::run(a))),
         Command::Model(ModelCommand::Distill(a)) => distill(a),
     };

@@ -17,6 +17,9 @@ pub struct ServeArgs {
     /// Log format (overrides log.format).
     #[arg(long, value_parser = ["text", "json"])]
     pub log_format: Option<String>,
+    /// Also serve MCP over streamable HTTP at http://ADDR/mcp (sets mcp.http and mcp.http_addr).
+    #[arg(long, value_name = "ADDR")]
+    pub mcp_http_addr: Option<std::net::SocketAddr>,
     /// Serve without authentication: anyone who can reach the port can read and write every
     /// namespace. For local development only.
     #[arg(long)]
@@ -31,6 +34,10 @@ pub fn load(args: &ConfigArgs, serve: Option<&ServeArgs>) -> anyhow::Result<Conf
         o.role = s.role.clone();
         if s.insecure_disable_auth {
             o.auth.insert("enabled".into(), false.into());
+        }
+        if let Some(addr) = s.mcp_http_addr {
+            o.mcp.insert("http".into(), true.into());
+            o.mcp.insert("http_addr".into(), addr.to_string().into());
         }
         if let Some(f) = &s.log_format {
             o.log.insert("format".into(), f.clone().into());

@@ -1,0 +1,454 @@
+//! The tools' arguments: each struct's JSON schema (doc comments become the descriptions an LLM
+//! reads) and its mapping onto the proto request. Every tool takes an optional `namespace`; when
+//! absent, the connection's namespace is used. Unknown fields are refused (a typo such as `limt`
+//! is an error naming it, not a silently ignored argument). An optional argument's schema is its
+//! type alone (absent means "the default"), not `[type, null]`, which some clients (Gemini's
+//! function declarations) cannot read.
+use memex_proto::v1 as pb;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// Arguments of `search`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchArgs {
+    /// Words to look for in the namespace's events and tool outputs (plain words; no query syntax).
+    pub query: String,
+    /// Hits to return, 1..1000 (default 10).
+    #[serde(default)]
+    #[schemars(with = "u32")]
+    pub limit: Option<u32>,
+    /// Only events of these sessions (session UUIDs).
+    #[serde(default)]
+    pub session_ids: Vec<String>,
+    /// Only events of these tasks.
+    #[serde(default)]
+    pub task_ids: Vec<String>,
+    /// Only events of these agents.
+    #[serde(default)]
+    pub agent_ids: Vec<String>,
+    /// Only these event kinds, e.g. "tool_result", "user_message", "decision".
+    #[serde(default)]
+    pub kinds: Vec<String>,
+    /// Only these roles: user, assistant, tool, system, other.
+    #[serde(default)]
+    pub roles: Vec<String>,
+    /// Return the matched text with each hit (default true).
+    #[serde(default)]
+    #[schemars(with = "bool")]
+    pub with_text: Option<bool>,
+    /// Diversify the hits (maximal marginal relevance) instead of pure relevance order.
+    #[serde(default)]
+    #[schemars(with = "bool")]
+    pub mmr: Option<bool>,
+    /// Namespace to search (default: the connection's namespace).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub namespace: Option<String>,
+}
+
+impl SearchArgs {
+    pub fn request(self, namespace: String) -> pb::SearchRequest {
+        pb::SearchRequest {
+            namespace,
+            query: self.query,
+            filter: Some(pb::SearchFilter {
+                session_ids: self.session_ids,
+                task_ids: self.task_ids,
+                agent_ids: self.agent_ids,
+                kinds: self.kinds,
+                roles: self.roles,
+                time_from: None,
+                time_to: None,
+            }),
+            limit: self.limit.unwrap_or(0),
+            mmr: self.mmr.unwrap_or(false),
+            with_text: self.with_text.unwrap_or(true),
+            ..Default::default()
+        }
+    }
+}
+
+/// Arguments of `read_lines`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadLinesArgs {
+    /// A pointer as memex prints it: "SESSION_ID:FIRST-LAST" (full-view lines, 1-based,
+    /// inclusive), or "SESSION_ID#CHAIN:FIRST-LAST" for a later chain of a compacted trace.
+    pub pointer: String,
+    /// Extra lines to show before and after the range (default 0).
+    #[serde(default)]
+    #[schemars(with = "u32")]
+    pub context: Option<u32>,
+    /// Namespace of the session (default: the connection's namespace).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub namespace: Option<String>,
+}
+
+impl ReadLinesArgs {
+    pub fn request(self, namespace: String) -> pb::ReadLinesRequest {
+        pb::ReadLinesRequest {
+            namespace,
+            pointer: self.pointer,
+            context: self.context.unwrap_or(0),
+            ..Default::default()
+        }
+    }
+}
+
+/// Who the pack is for.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PackRole {
+    Solo,
+    Planner,
+    Executor,
+}
+
+/// Arguments of `build_pack`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BuildPackArgs {
+    /// The session (UUID) the pack is for: its recent tail and task are used.
+    pub session_id: String,
+    /// The user's message for this turn; also the retrieval query.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub user_message: Option<String>,
+    /// The task whose state card goes into the pack (default: the session's task).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub task_id: Option<String>,
+    /// A system/policy prefix that lives outside memex.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub system_prompt: Option<String>,
+    /// Total token budget of the pack (default: the server's context budget).
+    #[serde(default)]
+    #[schemars(with = "u32")]
+    pub context_budget: Option<u32>,
+    /// Token budget of the retrieval block (default: the server's).
+    #[serde(default)]
+    #[schemars(with = "u32")]
+    pub retrieval_budget: Option<u32>,
+    /// "o200k_base" (default) or "cl100k_base".
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub tokenizer: Option<String>,
+    /// solo, planner or executor (default: derived from the task's delegations).
+    #[serde(default)]
+    #[schemars(with = "PackRole")]
+    pub role: Option<PackRole>,
+    /// Keep superseded items at full weight (for questions about the past).
+    #[serde(default)]
+    #[schemars(with = "bool")]
+    pub historical: Option<bool>,
+    /// Namespace of the session (default: the connection's namespace).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub namespace: Option<String>,
+}
+
+impl BuildPackArgs {
+    pub fn request(self, namespace: String) -> pb::BuildPackRequest {
+        let role = match self.role {
+            None => pb::Role::Unspecified,
+            Some(PackRole::Solo) => pb::Role::Solo,
+            Some(PackRole::Planner) => pb::Role::Planner,
+            Some(PackRole::Executor) => pb::Role::Executor,
+        };
+        let budgets = (self.context_budget.is_some() || self.retrieval_budget.is_some()).then(|| pb::Budgets {
+            context: self.context_budget,
+            retrieval: self.retrieval_budget,
+            ..Default::default()
+        });
+        pb::BuildPackRequest {
+            namespace,
+            session_id: self.session_id,
+            task_id: self.task_id.unwrap_or_default(),
+            user_message: self.user_message.unwrap_or_default(),
+            system_prompt: self.system_prompt.unwrap_or_default(),
+            budgets,
+            tokenizer: self.tokenizer.unwrap_or_default(),
+            role: role as i32,
+            historical: self.historical.unwrap_or(false),
+            view: pb::PackView::Basic as i32,
+        }
+    }
+}
+
+/// Arguments of `get_task_state`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GetTaskStateArgs {
+    /// The task's id.
+    pub task_id: String,
+    /// A version to read (default: the current one).
+    #[serde(default)]
+    #[schemars(with = "u64")]
+    pub version: Option<u64>,
+    /// Namespace of the task (default: the connection's namespace).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub namespace: Option<String>,
+}
+
+impl GetTaskStateArgs {
+    pub fn request(self, namespace: String) -> pb::GetTaskStateRequest {
+        pb::GetTaskStateRequest { namespace, task_id: self.task_id, version: self.version.unwrap_or(0) }
+    }
+}
+
+/// The phase a task is in.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    Planning,
+    Execution,
+    Evaluation,
+}
+
+/// Arguments of `update_task_state`: the whole next state (fields left out are empty).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateTaskStateArgs {
+    /// The task's id.
+    pub task_id: String,
+    /// The version this update is based on (from get_task_state); 0 creates the task. A stale
+    /// version is refused with FAILED_PRECONDITION naming the current one: read it and retry.
+    pub expected_version: u64,
+    #[serde(default)]
+    pub goals: Vec<String>,
+    #[serde(default)]
+    pub constraints: Vec<String>,
+    /// Questions and threads not yet closed.
+    #[serde(default)]
+    pub open_loops: Vec<String>,
+    #[serde(default)]
+    pub next_actions: Vec<String>,
+    /// Assumptions the plan rests on.
+    #[serde(default)]
+    pub premises: Vec<String>,
+    /// Evidence to keep at hand. Each is a store pointer: "event:ID" (search gives each hit's),
+    /// "blake3:HEX" (an artifact) or "span:SESSION_ID:FIRST_SEQ-LAST_SEQ" (a run of events).
+    #[serde(default)]
+    pub key_pointers: Vec<String>,
+    /// planning (default), execution or evaluation.
+    #[serde(default)]
+    #[schemars(with = "Phase")]
+    pub phase: Option<Phase>,
+    /// The task ends with a self-assessment (mistakes and successes stay salient).
+    #[serde(default)]
+    #[schemars(with = "bool")]
+    pub self_assessment: Option<bool>,
+    /// Who writes this version.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub author: Option<String>,
+    /// "o200k_base" (default) or "cl100k_base": counts the card against its cap.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub tokenizer: Option<String>,
+    /// Namespace of the task (default: the connection's namespace).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub namespace: Option<String>,
+}
+
+impl UpdateTaskStateArgs {
+    /// The request, or the field at fault (`key_pointers[i]`) and why.
+    pub fn request(self, namespace: String) -> Result<pb::UpdateTaskStateRequest, (String, String)> {
+        let phase = match self.phase {
+            None | Some(Phase::Planning) => pb::Phase::Planning,
+            Some(Phase::Execution) => pb::Phase::Execution,
+            Some(Phase::Evaluation) => pb::Phase::Evaluation,
+        };
+        let key_pointers = pointers("key_pointers", self.key_pointers)?;
+        Ok(pb::UpdateTaskStateRequest {
+            namespace,
+            task_id: self.task_id,
+            expected_version: self.expected_version,
+            state: Some(pb::TaskState {
+                goals: self.goals,
+                constraints: self.constraints,
+                open_loops: self.open_loops,
+                next_actions: self.next_actions,
+                key_pointers,
+                phase: phase as i32,
+                self_assessment: self.self_assessment.unwrap_or(false),
+                premises: self.premises,
+            }),
+            author: self.author.unwrap_or_default(),
+            tokenizer: self.tokenizer.unwrap_or_default(),
+        })
+    }
+}
+
+/// Arguments of `report`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReportArgs {
+    /// The executor's task.
+    pub task_id: String,
+    /// The executor's session (UUID): the report is appended there as a `report` event.
+    pub session_id: String,
+    /// succeeded, failed, partial or blocked.
+    pub status: String,
+    /// What was done and found, compactly (at most 8 KiB); the evidence goes in pointers.
+    pub summary: String,
+    /// At least one; each must resolve. A store pointer: "event:ID" (search gives each hit's),
+    /// "blake3:HEX" (an artifact) or "span:SESSION_ID:FIRST_SEQ-LAST_SEQ" (a run of events).
+    pub pointers: Vec<String>,
+    /// Optional UUID chosen by the caller: a retried report is recorded once.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub report_id: Option<String>,
+    /// Namespace of the task (default: the connection's namespace).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub namespace: Option<String>,
+}
+
+impl ReportArgs {
+    pub fn request(self, namespace: String) -> Result<pb::ReportRequest, (String, String)> {
+        Ok(pb::ReportRequest {
+            namespace,
+            task_id: self.task_id,
+            session_id: self.session_id,
+            status: self.status,
+            summary: self.summary,
+            pointers: pointers("pointers", self.pointers)?,
+            report_id: self.report_id.unwrap_or_default(),
+        })
+    }
+}
+
+/// Arguments of `compact`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompactArgs {
+    /// The session (UUID) whose context window to compact.
+    pub session_id: String,
+    /// The agent's context window, in tokens.
+    pub window_budget: u32,
+    /// Tokens to keep free: the window is brought within window_budget - headroom (default 0).
+    #[serde(default)]
+    #[schemars(with = "u32")]
+    pub headroom: Option<u32>,
+    /// The last this many turns are never evicted (default 2).
+    #[serde(default)]
+    #[schemars(with = "u32")]
+    pub protected_turns: Option<u32>,
+    /// Tokens of a system prompt that lives outside memex (counted, never evicted).
+    #[serde(default)]
+    #[schemars(with = "u32")]
+    pub system_tokens: Option<u32>,
+    /// "o200k_base" (default) or "cl100k_base".
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub tokenizer: Option<String>,
+    /// Namespace of the session (default: the connection's namespace).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub namespace: Option<String>,
+}
+
+impl CompactArgs {
+    pub fn request(self, namespace: String) -> pb::CompactRequest {
+        pb::CompactRequest {
+            namespace,
+            session_id: self.session_id,
+            window_budget: self.window_budget,
+            headroom: self.headroom.unwrap_or(0),
+            protected_turns: self.protected_turns,
+            system_tokens: self.system_tokens.unwrap_or(0),
+            tokenizer: self.tokenizer.unwrap_or_default(),
+        }
+    }
+}
+
+/// Arguments of `expand_manifest`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExpandManifestArgs {
+    /// The manifest's id (as compact returns, or as it appears in a window).
+    pub manifest_id: String,
+    /// Events per page (default 500, at most 5000).
+    #[serde(default)]
+    #[schemars(with = "u32")]
+    pub page_size: Option<u32>,
+    /// The next_page_token of the previous page.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub page_token: Option<String>,
+    /// Namespace of the manifest (default: the connection's namespace).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub namespace: Option<String>,
+}
+
+impl ExpandManifestArgs {
+    pub fn request(self, namespace: String) -> pb::ExpandManifestRequest {
+        pb::ExpandManifestRequest {
+            namespace,
+            manifest_id: self.manifest_id,
+            page_size: self.page_size.unwrap_or(0),
+            page_token: self.page_token.unwrap_or_default(),
+        }
+    }
+}
+
+/// Store pointers in the CLI's text forms (`event:ID`, `blake3:HEX`, `span:SESSION:FIRST-LAST`,
+/// see `memex_client::parse_pointer`), so what `memex` prints can be given here and back; a bare
+/// event id (as `search` shows it) is taken as `event:ID`. The server checks that each resolves.
+fn pointers(field: &str, texts: Vec<String>) -> Result<Vec<pb::Pointer>, (String, String)> {
+    texts.into_iter().enumerate().map(|(i, t)| pointer(&t).map_err(|why| (format!("{field}[{i}]"), why))).collect()
+}
+
+fn pointer(text: &str) -> Result<pb::Pointer, String> {
+    let text = text.trim();
+    let known = ["event:", "blake3:", "artifact:", "span:"].iter().any(|p| text.starts_with(p));
+    if !known && !text.contains(':') && !text.is_empty() {
+        return memex_client::parse_pointer(&format!("event:{text}")).map_err(|e| e.to_string());
+    }
+    if !known && text.contains(':') {
+        return Err(format!(
+            "{text:?} is a line pointer; evidence is a store pointer: event:ID (as search returns), blake3:HEX or span:SESSION_ID:FIRST_SEQ-LAST_SEQ"
+        ));
+    }
+    memex_client::parse_pointer(text).map_err(|e| e.to_string())
+}
+
+/// A store pointer as the text `pointers` reads back.
+pub fn pointer_text(p: &pb::Pointer) -> String {
+    memex_client::format_pointer(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pointer_texts_round_trip() {
+        for t in ["event:0193a2b4-0000-7000-8000-000000000001", "blake3:ab12", "span:s-1:3-9"] {
+            assert_eq!(pointer_text(&pointer(t).expect(t)), t);
+        }
+        assert_eq!(pointer_text(&pointer("e1").expect("a bare event id")), "event:e1");
+        let err = pointers("pointers", vec!["e1".into(), "span:s:x-2".into()]).expect_err("bad seq");
+        assert_eq!(err.0, "pointers[1]");
+        let err = pointer("0193a2b4-0000-7000-8000-000000000001:41-62").expect_err("a line pointer");
+        assert!(err.contains("line pointer"), "{err}");
+    }
+
+    #[test]
+    fn arguments_map_onto_the_request() {
+        let a: SearchArgs =
+            serde_json::from_value(serde_json::json!({"query": "q", "limit": 3, "roles": ["tool"]})).expect("args");
+        let r = a.request("ns".into());
+        assert_eq!((r.namespace.as_str(), r.limit, r.with_text), ("ns", 3, true));
+        assert_eq!(r.filter.expect("filter").roles, ["tool"]);
+        let typo = serde_json::from_value::<SearchArgs>(serde_json::json!({"query": "q", "limt": 3}));
+        assert!(typo.expect_err("unknown field").to_string().contains("limt"));
+    }
+}
