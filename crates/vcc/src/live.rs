@@ -13,7 +13,7 @@
 //! Same purity as the rest of the crate: bytes in, records out.
 
 use crate::diag::{Diagnostic, Diags, Severity};
-use crate::events::{EventMapper, EventRecord, to_json};
+use crate::events::{EventMapper, EventRecord};
 use crate::json::{Schema, Value, parse_document};
 use crate::lex::gemini::message_recs;
 use crate::lex::{InputFormat, Reader, TraceFormat};
@@ -69,9 +69,9 @@ impl crate::lex::RecConsumer for Mapped<'_> {
 /// One message of a session document and the events it maps to.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MessageEvents {
-    /// The message as compact JSON (keys in document order): what a caller compares to tell
-    /// whether a stored message was later rewritten.
-    pub json: String,
+    /// False while one of its tool calls has not finished (a status other than `success`,
+    /// `error` or `cancelled`): Gemini CLI rewrites such a message as the calls go on.
+    pub settled: bool,
     /// Its events, possibly none (a message type the views ignore).
     pub events: Vec<EventRecord>,
 }
@@ -103,9 +103,15 @@ pub fn document_events(bytes: &[u8], format: InputFormat) -> Result<Vec<MessageE
             for rec in message_recs(m, i, start_line) {
                 mapper.map(&rec);
             }
-            MessageEvents { json: to_json(m), events: mapper.take_events() }
+            MessageEvents { settled: settled(m), events: mapper.take_events() }
         })
         .collect())
+}
+
+/// Whether every tool call of a message has a final status.
+fn settled(m: &Value<'_>) -> bool {
+    let calls = m.get("toolCalls").and_then(Value::as_array).unwrap_or_default();
+    calls.iter().all(|c| matches!(c.get("status").and_then(Value::as_str), Some("success" | "error" | "cancelled")))
 }
 
 /// The input line a document's records are attributed to, as the [`Reader`] counts it: line 1
@@ -194,7 +200,7 @@ mod tests {
             assert_eq!(messages.iter().map(|m| m.events.len()).collect::<Vec<_>>(), [1, 4, 0]);
             let all: Vec<EventRecord> = messages.iter().flat_map(|m| m.events.clone()).collect();
             assert_eq!(all, trace_events(GEMINI.as_bytes(), format, false).expect("lenient").0, "{format:?}");
-            assert!(messages[0].json.starts_with(r#"{"id":"1","type":"user""#));
+            assert!(messages.iter().all(|m| m.settled));
         }
         // Auto-detection reads the document from its first non-blank line (line 3).
         let auto = document_events(GEMINI.as_bytes(), InputFormat::Auto).expect("a session");
