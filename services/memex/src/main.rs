@@ -64,6 +64,9 @@ enum Command {
     Report(cmd::task::ReportArgs),
     /// Follow the reports of a task's children (until Ctrl-C).
     WatchReports(cmd::task::WatchArgs),
+    /// Follow agents' trace files (Claude Code, Codex CLI, Gemini CLI) as they are written and
+    /// append each new record to its session, exactly once across restarts.
+    Watch(cmd::watch::WatchArgs),
     /// Rebuild this replica's text indexes from Postgres.
     Reindex(cmd::reindex::ReindexArgs),
     /// VCC views of agent trace files (full, UI, adaptive), like the reference VCC.py; or, with
@@ -123,6 +126,7 @@ fn main() -> ExitCode {
         Command::Delegate(a) => run(Box::pin(cmd::task::delegate(a))),
         Command::Report(a) => run(Box::pin(cmd::task::report(a))),
         Command::WatchReports(a) => run(Box::pin(cmd::task::watch_reports(a))),
+        Command::Watch(a) => run(Box::pin(cmd::watch::watch(a))),
         Command::Reindex(a) => run(Box::pin(cmd::reindex::run(a))),
         Command::Model(ModelCommand::Distill(a)) => distill(a),
     };
