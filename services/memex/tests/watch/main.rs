@@ -3,6 +3,7 @@
 //! Every watched session is compared with a one-shot `ImportTrace` of the same bytes.
 #![allow(clippy::unwrap_used)]
 
+mod corpus;
 mod formats;
 mod replay;
 mod versions;
@@ -148,15 +149,20 @@ impl Env {
     }
 }
 
-/// An event without its ids, seq, ingest time and the watcher's mark.
+/// An event without its ids, seq, ingest time and the watcher's mark (and without its event
+/// time when the trace had none it could read: the store then uses the ingest time).
 fn comparable(e: &pb::Event) -> String {
     let mut metadata: serde_json::Value = serde_json::from_str(&e.metadata_json).unwrap_or(serde_json::Value::Null);
+    let mut event_time = e.event_time.map(|t| (t.seconds, t.nanos));
     if let Some(m) = metadata.as_object_mut() {
         m.remove(memex_watch::MARK_KEY);
+        if m.contains_key("source_timestamp") {
+            event_time = None;
+        }
     }
     serde_json::json!({
         "kind": e.kind, "content": e.content, "tool_name": e.tool_name, "tool_call_id": e.tool_call_id,
-        "event_time": e.event_time.map(|t| (t.seconds, t.nanos)), "agent_id": e.agent_id,
+        "event_time": event_time, "agent_id": e.agent_id,
         "artifact": e.artifact.as_ref().map(|a| (&a.id, a.size)), "metadata": metadata,
     })
     .to_string()
