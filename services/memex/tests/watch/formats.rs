@@ -42,7 +42,7 @@ async fn a_gemini_session_rewritten_whole_gains_only_its_new_messages() {
     std::fs::create_dir_all(file.parent().unwrap()).unwrap();
     let session = env.session_of(&file, 1);
     std::fs::write(&file, gemini_doc(&doc, 6)).unwrap();
-    let log = env.dir.with_extension("log");
+    let log = env.dir.join("watcher.log");
     // Never quiet long enough: the last message is held back while the agent may still write it.
     let mut watcher = env.spawn(&["--settle-secs", "3600"], &log);
     let five = env.import(&gemini_doc(&doc, 5), "s.json").await;

@@ -149,6 +149,12 @@ impl Env {
     }
 }
 
+impl Drop for Env {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// An event without its ids, seq, ingest time and the watcher's mark (and without its event
 /// time when the trace had none it could read: the store then uses the ingest time).
 fn comparable(e: &pb::Event) -> String {

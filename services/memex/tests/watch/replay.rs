@@ -19,7 +19,7 @@ async fn a_kill_9_in_the_middle_loses_nothing_and_repeats_nothing() {
     let want = env.session(&imported).await.unwrap().event_count;
     let file = env.dir.join("a1b2c3.jsonl");
     let session = env.session_of(&file, 1);
-    let log = env.dir.with_extension("log1");
+    let log = env.dir.join("watcher1.log");
     let mut watcher = env.spawn(&[], &log);
 
     let mut rng = Rng::seeded();
@@ -51,7 +51,7 @@ async fn a_kill_9_in_the_middle_loses_nothing_and_repeats_nothing() {
     };
     assert!(killed_at < want, "killed after everything was stored");
     tokio::time::sleep(Duration::from_millis(rng.below(500))).await;
-    let log2 = env.dir.with_extension("log2");
+    let log2 = env.dir.join("watcher2.log");
     let _watcher = env.spawn(&[], &log2);
     tokio::task::spawn_blocking(move || writer.join()).await.unwrap().unwrap();
     env.wait_for(&session, want, Duration::from_secs(60), &log2).await;
