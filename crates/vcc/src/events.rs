@@ -84,6 +84,11 @@ impl EventMapper {
         self.events
     }
 
+    /// The events mapped since the last call (the live tailer drains them record by record).
+    pub(crate) fn take_events(&mut self) -> Vec<EventRecord> {
+        std::mem::take(&mut self.events)
+    }
+
     /// Maps one record (by reference, so the same record can also be compiled).
     pub(crate) fn map(&mut self, rec: &Rec<'_>) {
         let mut usage = serde_json::Map::new();

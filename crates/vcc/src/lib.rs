@@ -32,7 +32,9 @@
 //!   line lookups: [`Chain::read_lines`] (text, line kind, role and block of each full-view
 //!   line in a range) and [`Chain::blocks`] / [`Chain::sections`] (boundaries).
 //! * Events: [`trace_events`] maps any input format to flat [`EventRecord`]s (kind, content,
-//!   tool name and call id, event time, agent id, metadata), documented losses included.
+//!   tool name and call id, event time, agent id, metadata), documented losses included;
+//!   [`LineEvents`] and [`document_events`] hand out the same events as a trace grows (the live
+//!   capture of `memex watch`).
 //! * Predicates: [`Predicate`] (block-level, for rankers: BM25 or embeddings can score
 //!   [`Candidate`]s and return top-k [`Hit`]s) and [`LineMatcher`] (regex, literal, …).
 //! * JSON: [`manifest::chain_manifest`] — views plus pointer metadata, deterministic.
@@ -53,6 +55,7 @@ mod ir;
 mod json;
 mod lex;
 mod lines;
+mod live;
 mod lower;
 pub mod manifest;
 mod media;
@@ -74,6 +77,7 @@ pub use events::{EventRecord, trace_events};
 pub use ir::{Block, BlockKind, Chain, ChainFiles, MediaFile, SEPARATOR, Section, SectionRole, Speaker};
 pub use lex::{InputFormat, TraceFormat, UnknownFormat};
 pub use lines::{LineInfo, LineKind};
+pub use live::{LineEvents, MessageEvents, document_events};
 pub use lower::{
     AdaptiveView, TransposedEntry, UiOptions, UiPointer, UiPointerKind, UiView, short_name, transposed_view,
 };

@@ -67,6 +67,9 @@ enum Command {
     /// Serve memex's tools to an MCP client over stdio (for a local agent: Claude Code, Codex CLI,
     /// Gemini CLI), as a client of the running server named by --endpoint / --api-key / --namespace.
     Mcp(memex_client::Conn),
+    /// Follow agents' trace files (Claude Code, Codex CLI, Gemini CLI) as they are written and
+    /// append each new record to its session, exactly once across restarts.
+    Watch(cmd::watch::WatchArgs),
     /// Rebuild this replica's text indexes from Postgres.
     Reindex(cmd::reindex::ReindexArgs),
     /// VCC views of agent trace files (full, UI, adaptive), like the reference VCC.py; or, with
@@ -128,6 +131,7 @@ fn main() -> ExitCode {
         Command::WatchReports(a) => run(Box::pin(cmd::task::watch_reports(a))),
         // stdout carries the protocol: nothing else may be printed there.
         Command::Mcp(conn) => run(Box::pin(async move { Ok(memex_mcp::serve_stdio(&conn).await?) })),
+        Command::Watch(a) => run(Box::pin(cmd::watch::watch(a))),
         Command::Reindex(a) => run(Box::pin(cmd::reindex::run(a))),
         Command::Model(ModelCommand::Distill(a)) => distill(a),
     };

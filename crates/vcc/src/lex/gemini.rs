@@ -32,16 +32,27 @@ pub(crate) fn lex_document(buf: &[u8], start_line: u32, c: &mut dyn RecConsumer,
     };
     for (i, m) in messages.iter().enumerate() {
         d.line = start_line;
-        for body in message(m, i) {
+        for rec in message_recs(m, i, start_line) {
+            c.rec(rec, d);
+        }
+    }
+}
+
+/// The records of message `index` of a session document that starts at input line
+/// `start_line` (the live tailer maps a rewritten document one message at a time).
+pub(crate) fn message_recs<'a>(m: &Value<'a>, index: usize, start_line: u32) -> Vec<Rec<'a>> {
+    message(m, index)
+        .into_iter()
+        .map(|body| {
             let mut rec = Rec::new(start_line, body);
             rec.explicit_tool_names = true;
             rec.meta = RecMeta {
                 timestamp: m.get("timestamp").and_then(Value::as_str).map(str::to_owned),
                 ..RecMeta::default()
             };
-            c.rec(rec, d);
-        }
-    }
+            rec
+        })
+        .collect()
 }
 
 fn line_col(text: &str, offset: usize, start_line: u32) -> (u32, u32) {

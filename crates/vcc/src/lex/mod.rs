@@ -9,7 +9,7 @@
 
 mod claude;
 mod codex;
-mod gemini;
+pub(crate) mod gemini;
 mod memex;
 
 use crate::diag::{Diags, Severity, column};

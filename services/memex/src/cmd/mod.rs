@@ -28,6 +28,7 @@ pub mod search;
 pub mod serve;
 pub mod task;
 pub mod view;
+pub mod watch;
 
 pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
