@@ -17,6 +17,9 @@ use crate::{call, ev, fixture, result};
 fn index(store: &Store, dir: &std::path::Path, embedder: Option<Arc<dyn Embedder>>) -> SearchIndex {
     let mut opts = SearchConfig::in_dir(dir.to_string_lossy());
     opts.chunk_bytes = 256; // many chunks per event, to exercise grouping
+    // Tests that assert what the vectors find must not depend on how loaded the machine is: the
+    // query's vector is waited for (the wait and its fallback have tests of their own).
+    opts.query_embed_wait_ms = 30_000;
     SearchIndex::open(store.clone(), opts, embedder, Arc::new(memex_pointer::NoFullView))
         .expect("the index directory is this test's")
 }
@@ -565,6 +568,7 @@ async fn a_worker_with_a_share_rests_after_each_call() {
     assert_eq!(p.embedded_events, 12);
     // Three calls of 0.1 s, each followed by 0.3 s of rest: the model had a quarter of the time.
     assert!(started.elapsed() >= Duration::from_millis(1100), "{:?} {p:?}", started.elapsed());
-    assert!(p.embed_seconds < 0.5, "{p:?}");
+    // However slow the calls were on a loaded machine, the rests were three times as long.
+    assert!(started.elapsed().as_secs_f64() >= 3.5 * p.embed_seconds, "{:?} {p:?}", started.elapsed());
     w.stop().await;
 }
