@@ -59,6 +59,70 @@ pub fn trace_events(
     Ok((mapper.events, d.items))
 }
 
+/// An [`EventRecord`] as an append carries it: what an import stores and what `memex watch`
+/// appends, from one mapping. A trace records what happened, so a call or a result missing its
+/// id or name gets a stand-in (`memex_stand_in` in the metadata) instead of a refusal; a kind
+/// memex does not know becomes `x-<kind>`; a timestamp that does not parse is kept as
+/// `source_timestamp`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AppendRecord {
+    pub kind: String,
+    pub content: String,
+    /// Empty when the record had none.
+    pub tool_name: String,
+    pub tool_call_id: String,
+    pub event_time: Option<chrono::DateTime<chrono::Utc>>,
+    pub agent_id: Option<String>,
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+}
+
+impl AppendRecord {
+    /// True for `tool_result` and `tool_error`: the kinds that answer a call.
+    pub fn answers_a_call(&self) -> bool {
+        self.kind == "tool_result" || self.kind == "tool_error"
+    }
+}
+
+impl EventRecord {
+    /// The record as an append carries it; `index` is its place among the trace's events (the
+    /// stand-in call id names it).
+    pub fn into_append(self, index: u64, known_kind: impl Fn(&str) -> bool) -> AppendRecord {
+        let mut metadata = match self.metadata {
+            serde_json::Value::Object(m) => m,
+            _ => serde_json::Map::new(),
+        };
+        let event_time = self.event_time.as_deref().and_then(|t| {
+            let parsed = chrono::DateTime::parse_from_rfc3339(t).ok().map(|d| d.with_timezone(&chrono::Utc));
+            if parsed.is_none() {
+                metadata.insert("source_timestamp".into(), t.into());
+            }
+            parsed
+        });
+        let mut tool_name = self.tool_name.unwrap_or_default();
+        let mut tool_call_id = self.tool_call_id.unwrap_or_default();
+        let is_call = self.kind == "tool_call";
+        let is_output = self.kind == "tool_result" || self.kind == "tool_error";
+        if is_call && tool_name.is_empty() {
+            tool_name = "unknown".into();
+            metadata.insert("memex_stand_in".into(), "tool_name".into());
+        }
+        if (is_call || is_output) && tool_call_id.is_empty() {
+            tool_call_id = format!("memex-import-{index}");
+            metadata.insert("memex_stand_in".into(), "tool_call_id".into());
+        }
+        let kind = if known_kind(&self.kind) { self.kind } else { format!("x-{}", self.kind) };
+        AppendRecord {
+            kind,
+            content: self.content,
+            tool_name,
+            tool_call_id,
+            event_time,
+            agent_id: self.agent_id,
+            metadata,
+        }
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct EventMapper {
     events: Vec<EventRecord>,

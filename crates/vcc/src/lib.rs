@@ -73,7 +73,7 @@ pub use compile::{
     compile, compile_trace, compile_with_events,
 };
 pub use diag::{Diagnostic, Severity};
-pub use events::{EventRecord, trace_events};
+pub use events::{AppendRecord, EventRecord, trace_events};
 pub use ir::{Block, BlockKind, Chain, ChainFiles, MediaFile, SEPARATOR, Section, SectionRole, Speaker};
 pub use lex::{InputFormat, TraceFormat, UnknownFormat};
 pub use lines::{LineInfo, LineKind};

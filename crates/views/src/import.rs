@@ -88,49 +88,26 @@ impl Views {
     }
 }
 
-/// An imported trace's events as append inputs. A trace records what happened, so calls and
-/// results missing an id or a name get stand-ins (noted in their metadata) instead of refusal.
+/// An imported trace's events as append inputs ([`memex_vcc::EventRecord::into_append`]: the
+/// mapping `memex watch` appends by too).
 fn import_inputs(records: Vec<memex_vcc::EventRecord>, agent_id: &str) -> Vec<EventInput> {
     records
         .into_iter()
         .enumerate()
         .map(|(i, r)| {
-            let mut metadata = match r.metadata {
-                serde_json::Value::Object(m) => m,
-                _ => serde_json::Map::new(),
-            };
-            let event_time = r.event_time.as_deref().and_then(|t| {
-                let parsed = chrono::DateTime::parse_from_rfc3339(t).ok().map(|d| d.with_timezone(&chrono::Utc));
-                if parsed.is_none() {
-                    metadata.insert("source_timestamp".into(), t.into());
-                }
-                parsed
-            });
-            let mut tool_name = r.tool_name.unwrap_or_default();
-            let mut tool_call_id = r.tool_call_id.unwrap_or_default();
-            let is_call = r.kind == "tool_call";
-            let is_output = r.kind == "tool_result" || r.kind == "tool_error";
-            if is_call && tool_name.is_empty() {
-                tool_name = "unknown".into();
-                metadata.insert("memex_stand_in".into(), "tool_name".into());
-            }
-            if (is_call || is_output) && tool_call_id.is_empty() {
-                tool_call_id = format!("memex-import-{i}");
-                metadata.insert("memex_stand_in".into(), "tool_call_id".into());
-            }
-            let kind = if memex_event::EventKind::parse(&r.kind).is_ok() { r.kind } else { format!("x-{}", r.kind) };
+            let r = r.into_append(i as u64, |k| memex_event::EventKind::parse(k).is_ok());
             EventInput {
-                kind,
+                kind: r.kind,
                 content: r.content,
                 agent_id: r.agent_id.unwrap_or_else(|| agent_id.to_owned()),
                 task_id: String::new(),
-                tool_name,
-                tool_call_id,
-                event_time,
-                metadata_json: if metadata.is_empty() {
+                tool_name: r.tool_name,
+                tool_call_id: r.tool_call_id,
+                event_time: r.event_time,
+                metadata_json: if r.metadata.is_empty() {
                     String::new()
                 } else {
-                    serde_json::Value::Object(metadata).to_string()
+                    serde_json::Value::Object(r.metadata).to_string()
                 },
                 media_type: String::new(),
             }

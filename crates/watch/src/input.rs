@@ -105,52 +105,30 @@ impl Converter {
     pub fn input(&mut self, r: EventRecord, mark: Option<&Mark>) -> Option<pb::EventInput> {
         let i = self.index;
         self.index += 1;
-        let mut metadata = match r.metadata {
-            serde_json::Value::Object(m) => m,
-            _ => serde_json::Map::new(),
-        };
-        let event_time = r.event_time.as_deref().and_then(|t| match chrono::DateTime::parse_from_rfc3339(t) {
-            Ok(d) => Some(prost_types::Timestamp { seconds: d.timestamp(), nanos: d.timestamp_subsec_nanos() as i32 }),
-            Err(_) => {
-                metadata.insert("source_timestamp".into(), t.into());
-                None
-            }
-        });
-        let mut tool_name = r.tool_name.unwrap_or_default();
-        let mut tool_call_id = r.tool_call_id.unwrap_or_default();
-        let is_call = r.kind == "tool_call";
-        let is_output = r.kind == "tool_result" || r.kind == "tool_error";
-        if is_call && tool_name.is_empty() {
-            tool_name = "unknown".into();
-            metadata.insert("memex_stand_in".into(), "tool_name".into());
+        let mut r = r.into_append(i, |k| memex_event::EventKind::parse(k).is_ok());
+        if r.kind == "tool_call" {
+            self.calls.insert(r.tool_call_id.clone());
         }
-        if (is_call || is_output) && tool_call_id.is_empty() {
-            tool_call_id = format!("memex-import-{i}");
-            metadata.insert("memex_stand_in".into(), "tool_call_id".into());
-        }
-        if is_call {
-            self.calls.insert(tool_call_id.clone());
-        }
-        let known = memex_event::EventKind::parse(&r.kind).is_ok();
         // An import keeps a result whose call the trace never made; an append refuses it (a
         // result must answer a call of its session). It is kept under an extension kind.
-        let orphan = is_output && !self.calls.contains(&tool_call_id);
-        let kind = if known && !orphan { r.kind } else { format!("x-{}", r.kind) };
-        if orphan {
-            metadata.insert("memex_orphan_result".into(), true.into());
+        if r.answers_a_call() && !self.calls.contains(&r.tool_call_id) {
+            r.kind = format!("x-{}", r.kind);
+            r.metadata.insert("memex_orphan_result".into(), true.into());
         }
         let mark = mark?;
-        metadata.insert(MARK_KEY.into(), mark.to_json());
+        r.metadata.insert(MARK_KEY.into(), mark.to_json());
         Some(pb::EventInput {
-            kind,
+            kind: r.kind,
             content: r.content,
             // Empty means the session's agent, as an import sets it.
             agent_id: r.agent_id.unwrap_or_default(),
             task_id: String::new(),
-            tool_name,
-            tool_call_id,
-            event_time,
-            metadata_json: serde_json::Value::Object(metadata).to_string(),
+            tool_name: r.tool_name,
+            tool_call_id: r.tool_call_id,
+            event_time: r
+                .event_time
+                .map(|d| prost_types::Timestamp { seconds: d.timestamp(), nanos: d.timestamp_subsec_nanos() as i32 }),
+            metadata_json: serde_json::Value::Object(r.metadata).to_string(),
             media_type: String::new(),
         })
     }
