@@ -55,6 +55,11 @@ impl Memex {
         Caller { authorization, namespace }
     }
 
+    /// The namespace a tool acts in: its own argument, else the caller's.
+    fn namespace(&self, ext: &Extensions, given: Option<String>) -> String {
+        namespace_or(given, &self.caller(ext))
+    }
+
     /// Runs one call as the caller of `ext`, with `namespace` (else the caller's).
     async fn call<F, Fut, T>(
         &self,
@@ -67,7 +72,7 @@ impl Memex {
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
         let caller = self.caller(ext);
-        let ns = namespace.filter(|n| !n.is_empty()).unwrap_or(caller.namespace.clone());
+        let ns = namespace_or(namespace, &caller);
         match f(Clients::new(&self.channel, &caller), ns.clone()).await {
             Ok(r) => Ok((ns, r.into_inner())),
             Err(status) => {
@@ -154,7 +159,7 @@ first the call fails with FAILED_PRECONDITION naming the current version: read i
         Parameters(a): Parameters<UpdateTaskStateArgs>,
         ext: Extensions,
     ) -> Result<CallToolResult, ErrorData> {
-        let ns = a.namespace.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| self.caller(&ext).namespace);
+        let ns = self.namespace(&ext, a.namespace.clone());
         let req = match a.request(ns.clone()) {
             Ok(r) => r,
             Err((field, why)) => return Ok(invalid_argument(&field, why)),
@@ -171,7 +176,7 @@ pointer must resolve.")]
         Parameters(a): Parameters<ReportArgs>,
         ext: Extensions,
     ) -> Result<CallToolResult, ErrorData> {
-        let ns = a.namespace.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| self.caller(&ext).namespace);
+        let ns = self.namespace(&ext, a.namespace.clone());
         let req = match a.request(ns.clone()) {
             Ok(r) => r,
             Err((field, why)) => return Ok(invalid_argument(&field, why)),
@@ -238,6 +243,11 @@ impl ServerHandler for Memex {
             other => other,
         })
     }
+}
+
+/// A tool's `namespace` argument, else the caller's.
+fn namespace_or(given: Option<String>, caller: &Caller) -> String {
+    given.filter(|n| !n.is_empty()).unwrap_or_else(|| caller.namespace.clone())
 }
 
 #[cfg(test)]
