@@ -44,25 +44,26 @@ pub fn build_pack(req: &PackRequest, counter: &dyn TokenCounter) -> Result<Retri
         }
         None => String::new(),
     };
-    let (tail_text, tail_items) = tail_block(req, counter);
+    let (tail_text, tail_tokens, tail_items) = tail_block(req, counter);
     let in_tail: Vec<Uuid> = tail_items.iter().map(|i| i.event_id).collect();
     let (mut retrieval, mut decisions) = retrieval_block(req, &in_tail, counter);
 
     let mut items: Vec<PackItem> = Vec::new();
     let blocks = loop {
+        // The retrieval and tail blocks were counted as they were assembled.
         let blocks = [
-            (BlockKind::System, &system, b.system),
-            (BlockKind::TaskState, &task, b.task_state),
-            (BlockKind::Retrieval, &retrieval.text, b.retrieval),
-            (BlockKind::Tail, &tail_text, b.tail),
-            (BlockKind::User, &user_text, b.user),
+            (BlockKind::System, &system, None, b.system),
+            (BlockKind::TaskState, &task, None, b.task_state),
+            (BlockKind::Retrieval, &retrieval.text, Some(retrieval.tokens), b.retrieval),
+            (BlockKind::Tail, &tail_text, Some(tail_tokens), b.tail),
+            (BlockKind::User, &user_text, Some(user_tokens), b.user),
         ];
         let blocks = blocks
             .iter()
-            .map(|(kind, t, budget)| PackBlock {
+            .map(|(kind, t, tokens, budget)| PackBlock {
                 kind: *kind,
                 text: (*t).clone(),
-                tokens: counter.count(t),
+                tokens: tokens.unwrap_or_else(|| counter.count(t)),
                 budget: *budget,
             })
             .collect::<Vec<_>>();
@@ -101,7 +102,8 @@ fn capped_block(title: &str, body: &str, marker: &str, budget: usize, counter: &
 
 /// The newest entries of the window that fit the tail budget, oldest first. The newest event is
 /// always there, cut to the budget if it is larger.
-fn tail_block(req: &PackRequest, counter: &dyn TokenCounter) -> (String, Vec<PackItem>) {
+/// The tail block's text, its token count and its items.
+fn tail_block(req: &PackRequest, counter: &dyn TokenCounter) -> (String, usize, Vec<PackItem>) {
     let budget = req.budgets.tail;
     let mut aliases = SessionAliases::starting_with(req.session_id);
     let legend = format!("{}\n", aliases.legend());
@@ -145,14 +147,19 @@ fn tail_block(req: &PackRequest, counter: &dyn TokenCounter) -> (String, Vec<Pac
     chosen.reverse();
     loop {
         if chosen.is_empty() {
-            return (String::new(), Vec::new());
+            return (String::new(), 0, Vec::new());
         }
-        let mut text = format!("{TAIL_HEADER}{legend}");
+        let head = format!("{TAIL_HEADER}{legend}");
+        let mut text = head.clone();
         for (t, _, _) in &chosen {
             text.push('\n');
             text.push_str(t);
         }
-        let tokens = counter.count(&text);
+        // The entries' own counts (cached across packs) and only their last lines again: the
+        // assembled block is new text whenever the session moved.
+        let mut parts: Vec<(&str, usize)> = vec![(head.as_str(), counter.count(&head))];
+        parts.extend(chosen.iter().map(|(t, n, _)| (t.as_str(), *n)));
+        let tokens = memex_tokens::count_joined(counter, &parts, "\n");
         if tokens <= budget {
             let items = chosen
                 .into_iter()
@@ -163,7 +170,7 @@ fn tail_block(req: &PackRequest, counter: &dyn TokenCounter) -> (String, Vec<Pac
                     })
                 })
                 .collect();
-            return (text, items);
+            return (text, tokens, items);
         }
         chosen.remove(0); // oldest first
     }
@@ -200,12 +207,16 @@ struct Retrieval {
     /// Decision index of each item, parallel to `items`.
     decision_of: Vec<usize>,
     legend: String,
+    /// The token count of `text`, kept by `assemble`.
+    tokens: usize,
 }
 
 impl Retrieval {
-    fn assemble(&mut self) {
+    /// Renders `text` from the items and counts it (see `count`).
+    fn assemble(&mut self, counter: &dyn TokenCounter) {
         if self.items.is_empty() {
             self.text.clear();
+            self.tokens = 0;
             return;
         }
         let mut text = format!("{RETRIEVAL_HEADER}{}\n", self.legend);
@@ -214,6 +225,18 @@ impl Retrieval {
             text.push_str(p);
         }
         self.text = text;
+        self.tokens = self.count(counter);
+    }
+
+    /// The token count of `text`, as counting it would give, from the items' own counts: only the
+    /// head and each item's last lines are counted again (`memex_tokens::count_joined`), not the
+    /// whole block, which is new text in every pack.
+    fn count(&self, counter: &dyn TokenCounter) -> usize {
+        let head = format!("{RETRIEVAL_HEADER}{}\n", self.legend);
+        let mut parts: Vec<(&str, usize)> = Vec::with_capacity(self.parts.len() + 1);
+        parts.push((head.as_str(), counter.count(&head)));
+        parts.extend(self.parts.iter().zip(&self.items).map(|(p, i)| (p.as_str(), i.tokens)));
+        memex_tokens::count_joined(counter, &parts, "\n")
     }
 
     /// Drops the lowest-ranked item (the last added), recording why.
@@ -221,8 +244,7 @@ impl Retrieval {
         if let (Some(_), Some(_), Some(d)) = (self.items.pop(), self.parts.pop(), self.decision_of.pop()) {
             decisions[d].outcome = Outcome::Excluded(Exclusion::OverBudget { remaining: 0 });
         }
-        let _ = counter;
-        self.assemble();
+        self.assemble(counter);
     }
 }
 
@@ -306,8 +328,14 @@ fn retrieval_block(req: &PackRequest, in_tail: &[Uuid], counter: &dyn TokenCount
     let picked = mmr(&relevance, p.max_items, p.lambda, similarity);
 
     let mut aliases = SessionAliases::starting_with(req.session_id);
-    let mut r =
-        Retrieval { text: String::new(), items: vec![], parts: vec![], decision_of: vec![], legend: aliases.legend() };
+    let mut r = Retrieval {
+        text: String::new(),
+        items: vec![],
+        parts: vec![],
+        decision_of: vec![],
+        legend: aliases.legend(),
+        tokens: 0,
+    };
     let header_tokens = counter.count(RETRIEVAL_HEADER);
     let mut legend_tokens = counter.count(&r.legend) + 1;
     let mut used = header_tokens + legend_tokens;
@@ -358,13 +386,13 @@ fn retrieval_block(req: &PackRequest, in_tail: &[Uuid], counter: &dyn TokenCount
             }
         }
     }
-    r.assemble();
-    while !r.items.is_empty() && counter.count(&r.text) > budget {
+    r.assemble(counter);
+    while !r.items.is_empty() && r.tokens > budget {
         r.drop_last(&mut decisions, counter);
         let a = alias_set(req.session_id, &r.items);
         if a.legend() != r.legend {
             r.legend = a.legend();
-            r.assemble();
+            r.assemble(counter);
         }
     }
     (r, decisions)

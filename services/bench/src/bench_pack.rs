@@ -66,6 +66,10 @@ pub struct PackArgs {
     /// Seconds measured right after a server start (cold caches), before the warm-up; 0: none.
     #[arg(long, default_value_t = 60.0)]
     pub cold_seconds: f64,
+    /// Also print each phase second by second (packs answered, p50, p99, max by the second they
+    /// were sent in): to tell a steady tail from stalls.
+    #[arg(long)]
+    pub timeline: bool,
     #[command(flatten)]
     pub config: ConfigArgs,
 }
@@ -290,6 +294,8 @@ async fn phase(
     let errors = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let refused = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let with_vectors = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    // (second sent in, latency in µs) of every answered pack, for --timeline.
+    let timeline: Arc<Mutex<Vec<(u32, u64)>>> = Arc::default();
     let spread = args.sessions > 0;
     // A few HTTP/2 connections shared by the workers, as agents behind a few gateways would.
     let mut clients = Vec::new();
@@ -308,10 +314,11 @@ async fn phase(
     for w in 0..args.workers {
         let mut client = clients[w % clients.len()].clone();
         let (hist, errors, sessions) = (hist.clone(), errors.clone(), sessions.clone());
-        let (refused, with_vectors) = (refused.clone(), with_vectors.clone());
+        let (refused, with_vectors, timeline) = (refused.clone(), with_vectors.clone(), timeline.clone());
         let (ns, retrieval) = (conn.namespace.clone(), args.retrieval);
         let view = if args.full_view { pb::PackView::Full } else { pb::PackView::Basic } as i32;
         let args_append = args.append;
+        let args_timeline = args.timeline;
         let offset = interval.mul_f64(w as f64 / args.workers as f64);
         workers.push(tokio::spawn(async move {
             let mut k: u32 = 0;
@@ -356,6 +363,7 @@ async fn phase(
                 });
                 let ((mut c, mut e), hist, errors) = (client.clone(), hist.clone(), errors.clone());
                 let (refused, with_vectors) = (refused.clone(), with_vectors.clone());
+                let timeline = args_timeline.then(|| timeline.clone());
                 inflight.push(tokio::spawn(async move {
                     let turn = async {
                         if let Some(a) = append {
@@ -371,6 +379,9 @@ async fn phase(
                             let us = scheduled.elapsed().as_micros().max(1) as u64;
                             if let Ok(mut h) = hist.lock() {
                                 let _ = h.record(us);
+                            }
+                            if let Some(Ok(mut t)) = timeline.as_ref().map(|t| t.lock()) {
+                                t.push((scheduled.saturating_duration_since(start).as_secs() as u32, us));
                             }
                         }
                         Err(e) => {
@@ -402,6 +413,11 @@ async fn phase(
         _ => None,
     };
     let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+    if args.timeline
+        && let Ok(t) = timeline.lock()
+    {
+        print_timeline(&t);
+    }
     Ok(PhaseResult {
         count: h.len(),
         errors: errors.load(std::sync::atomic::Ordering::Relaxed),
@@ -414,6 +430,25 @@ async fn phase(
         max_ms: h.max() as f64 / 1000.0,
         cpu,
     })
+}
+
+/// Per second sent: packs answered, p50, p99 and max latency.
+fn print_timeline(samples: &[(u32, u64)]) {
+    let mut by_second: std::collections::BTreeMap<u32, Vec<u64>> = Default::default();
+    for &(s, us) in samples {
+        by_second.entry(s).or_default().push(us);
+    }
+    for (s, mut v) in by_second {
+        v.sort_unstable();
+        let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize] as f64 / 1000.0;
+        println!(
+            "    t={s:>3}s  {:>4} packs  p50 {:>8.2} ms  p99 {:>8.2} ms  max {:>8.2} ms",
+            v.len(),
+            at(0.5),
+            at(0.99),
+            at(1.0)
+        );
+    }
 }
 
 /// The corpus: sessions of replayed trajectories (each with a task and a task state) until the
