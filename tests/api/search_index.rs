@@ -533,6 +533,48 @@ async fn the_worker_steps_aside_for_requests_but_keeps_going() {
     w.stop().await;
 }
 
+/// Without a yield limit (the model beside requests) the worker waits for a quiet foreground:
+/// nothing is embedded while it stays busy, everything once it is quiet, and a stop while it
+/// waits returns at once.
+#[tokio::test]
+async fn the_model_worker_waits_for_a_quiet_foreground() {
+    let srv = server_or_skip!();
+    let mut f = fixture(&srv, "yq").await;
+    f.append((0..8).map(|i| ev("note", &format!("deploy cache {i}"))).collect()).await.unwrap();
+    let busy = Arc::new(Busy(std::sync::atomic::AtomicBool::new(true)));
+    let opts = WorkerOptions {
+        batch_size: 4,
+        poll_interval: Duration::from_millis(20),
+        max_yield: None,
+        ..WorkerOptions::default()
+    };
+    let model: Arc<dyn Embedder> = Arc::new(tiny("yq", 8));
+    let w = EmbeddingWorker::start_yielding(srv.store.clone(), model.clone(), opts.clone(), Some(busy.clone()))
+        .await
+        .unwrap();
+    assert!(!w.wait_idle(Duration::from_millis(2500)).await.unwrap(), "{:?}", w.progress());
+    assert_eq!(w.progress().embedded_events, 0, "nothing while the foreground is busy");
+    busy.0.store(false, std::sync::atomic::Ordering::Relaxed);
+    assert!(w.wait_idle(Duration::from_secs(60)).await.unwrap(), "{:?}", w.progress());
+    assert_eq!(w.progress().embedded_events, 8);
+    w.stop().await;
+
+    // Busy again, new events: a stop while waiting returns promptly and gives the lease back.
+    busy.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    f.append((0..4).map(|i| ev("note", &format!("cache deploy {i}"))).collect()).await.unwrap();
+    let w = EmbeddingWorker::start_yielding(srv.store.clone(), model.clone(), opts.clone(), Some(busy.clone()))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let t = std::time::Instant::now();
+    w.stop().await;
+    assert!(t.elapsed() < Duration::from_secs(2), "stop took {:?}", t.elapsed());
+    let w = EmbeddingWorker::start(srv.store.clone(), model, opts).await.unwrap();
+    assert!(w.wait_idle(Duration::from_secs(60)).await.unwrap(), "the next worker takes the session at once");
+    assert_eq!(w.progress().embedded_events, 4);
+    w.stop().await;
+}
+
 /// An embedder that takes 100 ms per call.
 struct Slow(MiniLm);
 

@@ -126,6 +126,9 @@ async fn spawn_workers(
             batch_size: config.embedding.batch_size,
             queue_capacity: config.embedding.queue_capacity,
             max_share: config.embedding.worker_share,
+            // Beside requests the model runs only in their lulls (see `step_aside`); a `worker`
+            // replica has no requests to wait for.
+            max_yield: None,
             ..WorkerOptions::default()
         };
         workers.push(EmbeddingWorker::start_yielding(store.clone(), m.clone(), opts, foreground.clone()).await?);
