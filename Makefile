@@ -13,7 +13,7 @@ CARGO             ?= cargo
 BIN               := $${CARGO_TARGET_DIR:-target}/release/memex
 BENCH_BIN         := $${CARGO_TARGET_DIR:-target}/release/memex-bench
 
-.PHONY: run test setup toolchain db model mcp-inspector build release release-bench lint fmt bench-ingest clean-test-dbs
+.PHONY: run test setup toolchain db model mcp-inspector promtool build release release-bench lint fmt bench-ingest clean-test-dbs
 
 run: setup release
 	$(BIN) model distill
@@ -21,7 +21,7 @@ run: setup release
 	@echo "API key for namespace 'default' is in .memex/dev.key"
 	$(BIN) serve --database-url $(DATABASE_URL) --mcp-http-addr 127.0.0.1:50052
 
-test: setup mcp-inspector
+test: setup mcp-inspector promtool
 	$(CARGO) run --locked -q -p memex -- model distill
 	TEST_DATABASE_URL=$(TEST_DATABASE_URL) $(CARGO) test --workspace --locked
 
@@ -39,6 +39,11 @@ model:
 # The official MCP Inspector (npm), the independent MCP client of tests/api/mcp_inspector.rs.
 mcp-inspector:
 	@bash scripts/install-mcp-inspector.sh
+
+# promtool (Debian's prometheus package, unpacked into tools/): services/memex/tests/otel checks
+# deploy/prometheus/alerts.yaml with it.
+promtool:
+	@bash scripts/install-promtool.sh
 
 build:
 	$(CARGO) build --workspace --locked

@@ -8,6 +8,7 @@ use memex_event::{FieldError, NamespaceId, Seq, SessionId, role_of_kind};
 use memex_pointer::{FullView, LineRange, Stability};
 use memex_rank::{RankedList, RrfOptions, mmr, query_terms, rrf};
 use memex_store::{Event, SeqRange, Store};
+use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::doc::event_docs;
@@ -56,6 +57,7 @@ pub struct SearchIndex {
     fast: Option<Arc<dyn Embedder>>,
     /// Set by [`SearchIndex::stop_catching_up`]: background catch-ups end after the round in hand.
     stopping: std::sync::atomic::AtomicBool,
+    stats: Arc<crate::IndexStats>,
     /// The lock on `index_dir` this process holds while the index is open.
     _dir_lock: std::fs::File,
 }
@@ -81,6 +83,7 @@ impl SearchIndex {
             query_vectors,
             fast: None,
             stopping: std::sync::atomic::AtomicBool::new(false),
+            stats: Arc::default(),
             _dir_lock,
         })
     }
@@ -105,6 +108,11 @@ impl SearchIndex {
         self.query_vectors.as_ref().map(QueryVectors::stats)
     }
 
+    /// Lag and throughput of this replica's text indexes.
+    pub fn index_stats(&self) -> Arc<crate::IndexStats> {
+        self.stats.clone()
+    }
+
     pub fn config(&self) -> &SearchConfig {
         &self.opts
     }
@@ -126,6 +134,7 @@ impl SearchIndex {
     /// Brings the namespace's text index up to the sessions' heads in Postgres (only `sessions`
     /// when given). Returns the number of events indexed. After it returns, every event committed
     /// before it was called is searchable: that is read-your-writes, on any replica.
+    #[tracing::instrument(name = "index.catch_up", level = "debug", skip_all)]
     pub async fn catch_up(&self, ns: Uuid, sessions: Option<&[Uuid]>) -> Result<u64, IndexError> {
         let idx = self.namespace(ns).await?;
         match sessions {
@@ -140,7 +149,9 @@ impl SearchIndex {
     /// that minute wait for all of it; now a query waits for one round at most.
     async fn catch_up_rounds(&self, idx: &NamespaceIndex) -> Result<u64, IndexError> {
         let total = self.store.head_total(idx.ns, None).await?;
-        if idx.state.lock().await.sum(None) >= total {
+        let marked = idx.state.lock().await.sum(None);
+        self.stats.set_behind(idx.ns, total.saturating_sub(marked));
+        if marked >= total {
             return Ok(0);
         }
         let heads = self.store.session_heads(idx.ns, None).await?;
@@ -259,6 +270,7 @@ impl SearchIndex {
         for (session, seq) in updates {
             marks.set(session, seq);
         }
+        self.stats.add_indexed(indexed);
         Ok(indexed)
     }
 
@@ -362,6 +374,7 @@ impl SearchIndex {
     }
 
     /// Hybrid search in one namespace; see the crate docs for the path.
+    #[tracing::instrument(name = "index.search", level = "debug", skip_all)]
     pub async fn search(&self, ns: Uuid, req: &SearchRequest) -> Result<SearchResults, IndexError> {
         let Ranking { idx, searcher, best_chunk, ranked, vectors_used } = self.ranking(ns, req).await?;
         let hits = self.hydrate(ns, req, &idx, &searcher, &best_chunk, ranked).await?;
@@ -370,6 +383,7 @@ impl SearchIndex {
 
     /// The events [`SearchIndex::search`] would return, in its order with its scores, without
     /// reading them: for callers that read the events themselves (the context engine's packs).
+    #[tracing::instrument(name = "index.rank", level = "debug", skip_all)]
     pub async fn rank(&self, ns: Uuid, req: &SearchRequest) -> Result<RankedEvents, IndexError> {
         let r = self.ranking(ns, req).await?;
         Ok(RankedEvents { events: r.ranked, vectors_used: r.vectors_used })
@@ -480,7 +494,9 @@ impl SearchIndex {
         validate(req)?;
         let sessions = (!req.filter.session_ids.is_empty()).then_some(&req.filter.session_ids[..]);
         let idx = self.namespace(ns).await?;
-        self.catch_up_index(&idx, sessions, sessions.and(req.heads_total)).await?;
+        self.catch_up_index(&idx, sessions, sessions.and(req.heads_total))
+            .instrument(tracing::debug_span!("index.catch_up"))
+            .await?;
 
         // One point-in-time searcher for the whole query: a concurrent catch-up may reload the
         // reader, and chunk addresses do not survive a reload.

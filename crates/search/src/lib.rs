@@ -27,6 +27,7 @@ mod namespace_index;
 mod query;
 mod query_vectors;
 mod schema;
+mod stats;
 mod vectors;
 mod worker;
 
@@ -38,5 +39,6 @@ pub use query::{
 };
 pub use query_vectors::{QueryVectorOptions, QueryVectorStats};
 pub use schema::SCHEMA_VERSION;
+pub use stats::IndexStats;
 pub use vectors::{ensure_model_index, vector_count};
-pub use worker::{EmbeddingWorker, Foreground, WorkerOptions, WorkerProgress};
+pub use worker::{EmbeddingWorker, Foreground, WorkerOptions, WorkerProbe, WorkerProgress};

@@ -129,6 +129,7 @@ pub(crate) async fn insert(
 /// `exact`: scan the namespace's vectors (right for small namespaces, where an HNSW scan over
 /// everyone's vectors would have to skip most of them); otherwise use the model's HNSW index with
 /// pgvector's iterative scan, so filters cannot starve the result.
+#[tracing::instrument(name = "store.knn", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "knn"))]
 pub(crate) async fn knn(
     pool: &PgPool,
     namespace_id: Uuid,
@@ -195,6 +196,7 @@ pub(crate) async fn knn(
 }
 
 /// The vectors of some events (for MMR), by event id.
+#[tracing::instrument(name = "store.vectors_of", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "vectors_of"))]
 pub(crate) async fn vectors_of(
     pool: &PgPool,
     namespace_id: Uuid,

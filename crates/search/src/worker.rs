@@ -195,20 +195,12 @@ impl EmbeddingWorker {
     }
 
     pub fn progress(&self) -> WorkerProgress {
-        let c = &self.shared.counters;
-        WorkerProgress {
-            embedded_events: c.embedded_events.load(Ordering::Relaxed),
-            skipped_events: c.skipped_events.load(Ordering::Relaxed),
-            embedded_bytes: c.embedded_bytes.load(Ordering::Relaxed),
-            batches: c.batches.load(Ordering::Relaxed),
-            embed_seconds: c.embed_micros.load(Ordering::Relaxed) as f64 / 1e6,
-            queued_jobs: c.queued_jobs.load(Ordering::Relaxed),
-            max_queued_jobs: c.max_queued_jobs.load(Ordering::Relaxed),
-            backlog_events: c.backlog_events.load(Ordering::Relaxed),
-            errors: c.errors.load(Ordering::Relaxed),
-            last_error: c.last_error.lock().ok().and_then(|e| e.clone()),
-            yielded_seconds: c.yielded_micros.load(Ordering::Relaxed) as f64 / 1e6,
-        }
+        self.probe().progress()
+    }
+
+    /// A handle on this worker's counters that outlives it (the metrics' callbacks hold one).
+    pub fn probe(&self) -> WorkerProbe {
+        WorkerProbe(self.shared.clone())
     }
 
     /// Ends the idle pause now (after appends, in tests and benchmarks).
@@ -246,6 +238,34 @@ impl EmbeddingWorker {
             let _ = t.await;
         }
         tracing::info!("embedding worker stopped");
+    }
+}
+
+/// A worker's counters, readable from anywhere (the server's metrics), cheap to clone.
+#[derive(Clone)]
+pub struct WorkerProbe(Arc<Shared>);
+
+impl WorkerProbe {
+    /// The model this worker embeds with.
+    pub fn model(&self) -> &str {
+        &self.0.embedder.info().name
+    }
+
+    pub fn progress(&self) -> WorkerProgress {
+        let c = &self.0.counters;
+        WorkerProgress {
+            embedded_events: c.embedded_events.load(Ordering::Relaxed),
+            skipped_events: c.skipped_events.load(Ordering::Relaxed),
+            embedded_bytes: c.embedded_bytes.load(Ordering::Relaxed),
+            batches: c.batches.load(Ordering::Relaxed),
+            embed_seconds: c.embed_micros.load(Ordering::Relaxed) as f64 / 1e6,
+            queued_jobs: c.queued_jobs.load(Ordering::Relaxed),
+            max_queued_jobs: c.max_queued_jobs.load(Ordering::Relaxed),
+            backlog_events: c.backlog_events.load(Ordering::Relaxed),
+            errors: c.errors.load(Ordering::Relaxed),
+            last_error: c.last_error.lock().ok().and_then(|e| e.clone()),
+            yielded_seconds: c.yielded_micros.load(Ordering::Relaxed) as f64 / 1e6,
+        }
     }
 }
 

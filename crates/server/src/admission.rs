@@ -38,6 +38,12 @@ impl Admission {
         }
     }
 
+    /// Admitted requests running now, and requests waiting for a turn (for the metrics).
+    pub fn load(&self) -> (usize, usize) {
+        let running = self.max_in_flight.saturating_sub(self.permits.available_permits());
+        (running, self.waiting.load(Ordering::Relaxed))
+    }
+
     /// Requests running at once from which background work steps aside.
     const BUSY_IN_FLIGHT: usize = 2;
 

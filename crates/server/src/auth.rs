@@ -42,6 +42,7 @@ impl Auth {
         if name.is_empty() {
             return Err(Status::invalid_argument("namespace: is required"));
         }
+        crate::rpc::record_namespace(name);
         if !self.enabled {
             return self.namespace(name).await;
         }

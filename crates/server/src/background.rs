@@ -15,6 +15,8 @@ const POOL: u32 = 4;
 
 pub struct Background {
     rt: Option<Runtime>,
+    /// The metrics of the pools made here (`db.client.connection.*{pool.name = "background"}`).
+    observers: std::sync::Mutex<Vec<crate::metrics::Observer>>,
 }
 
 impl Background {
@@ -32,7 +34,7 @@ impl Background {
                 }
             })
             .build()?;
-        Ok(Background { rt: Some(rt) })
+        Ok(Background { rt: Some(rt), observers: Default::default() })
     }
 
     fn handle(&self) -> Option<Handle> {
@@ -56,13 +58,18 @@ impl Background {
             group_commit: None,
         };
         let url = config.database.url.clone();
-        handle
+        let (made, pool) = handle
             .spawn(async move {
                 let store = Store::connect(&url, &opts).await?;
-                make(store).await
+                let pool = store.pool().clone();
+                make(store).await.map(|made| (made, pool))
             })
             .await
-            .map_err(|e| crate::ServerError::Background(e.to_string()))?
+            .map_err(|e| crate::ServerError::Background(e.to_string()))??;
+        if let Ok(mut observers) = self.observers.lock() {
+            observers.extend(crate::metrics::pool_metrics("background", &pool));
+        }
+        Ok(made)
     }
 }
 

@@ -13,6 +13,7 @@ mod context_seams;
 mod convert;
 pub mod flags;
 pub mod metrics;
+mod rpc;
 pub mod search;
 mod service;
 mod state;
@@ -37,7 +38,6 @@ use tonic::transport::server::TcpIncoming;
 
 pub use config::Config;
 
-use crate::metrics::RpcMetricsLayer;
 use crate::state::AppState;
 
 #[derive(Debug, thiserror::Error)]
@@ -89,6 +89,7 @@ async fn run_worker(
 ) -> Result<(), ServerError> {
     let background = background::Background::start()?;
     let workers = search::start_worker(&config, &background).await?;
+    let _observers = metrics::embedding_metrics(&workers);
     let (health_reporter, health) = tonic_health::server::health_reporter();
     health_reporter.set_service_status("", tonic_health::ServingStatus::Serving).await;
     let signal = async move {
@@ -182,6 +183,10 @@ pub async fn run_with_mcp(
     let foreground: Arc<dyn memex_search::Foreground> = state.admission.clone();
     let search = search::SearchRuntime::start(&config, store.clone(), full_view.clone(), Some(foreground)).await?;
     state.search = search.as_ref().map(|s| s.index.clone());
+    let _observers: Vec<metrics::Observer> = search
+        .as_ref()
+        .map(|s| metrics::index_metrics(&s.index).into_iter().chain(metrics::embedding_metrics(s.workers())).collect())
+        .unwrap_or_default();
     // When search is on, packs draw candidates from the index, and compaction checks it first.
     let mut context = state.context.clone().with_full_view(full_view);
     if let Some(index) = &state.search {
@@ -214,9 +219,8 @@ pub async fn run_with_mcp(
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
 
-    let mut builder = Server::builder()
-        .trace_fn(|req| tracing::info_span!("rpc", method = %req.uri().path()))
-        .layer(RpcMetricsLayer::new());
+    // One server span per RPC and its duration (rpc.rs); the span replaces tonic's trace_fn.
+    let mut builder = Server::builder().layer(rpc::RpcLayer::new());
     if config.limits.default_timeout_secs > 0 {
         builder = builder.timeout(Duration::from_secs(config.limits.default_timeout_secs));
     }

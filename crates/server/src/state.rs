@@ -40,7 +40,7 @@ impl AppState {
             config.limits.max_waiting,
         ));
         AppState {
-            metrics: Metrics::new(views.stats(), admission.clone()),
+            metrics: Metrics::new(views.stats(), admission.clone(), store.pool()),
             admission,
             default_timeout: (config.limits.default_timeout_secs > 0)
                 .then(|| std::time::Duration::from_secs(config.limits.default_timeout_secs)),

@@ -122,6 +122,13 @@ pub fn parse_uuid(field: &str, value: &str) -> Result<uuid::Uuid, Status> {
     uuid::Uuid::try_parse(value).map_err(|_| Status::invalid_argument(format!("{field}: {value:?} is not a UUID")))
 }
 
+/// The request's own `session_id`, required; recorded on the RPC's span (`memex.session_id`).
+pub fn session_id(value: &str) -> Result<uuid::Uuid, Status> {
+    let id = parse_uuid("session_id", value)?;
+    crate::rpc::record_session(id);
+    Ok(id)
+}
+
 /// An optional UUID field (empty means absent).
 pub fn parse_opt_uuid(field: &str, value: &str) -> Result<Option<uuid::Uuid>, Status> {
     if value.is_empty() { Ok(None) } else { parse_uuid(field, value).map(Some) }

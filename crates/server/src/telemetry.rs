@@ -5,7 +5,11 @@ use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::SdkTracerProvider;
-use tracing_subscriber::layer::SubscriberExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tracing::{Level, Metadata};
+use tracing_subscriber::filter::{FilterExt, Targets, dynamic_filter_fn};
+use tracing_subscriber::layer::{Context, Filter, SubscriberExt};
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
@@ -36,6 +40,31 @@ pub enum TelemetryError {
     Subscriber(String),
 }
 
+/// True once spans are exported: the RPC layer reads a caller's `traceparent` only then.
+static TRACING_ON: AtomicBool = AtomicBool::new(false);
+
+pub fn tracing_on() -> bool {
+    TRACING_ON.load(Ordering::Relaxed)
+}
+
+/// What the OTLP span exporter sees, whatever `log.filter` says: memex's spans (its child spans
+/// are DEBUG, so a plain run at INFO never creates them), and only inside an RPC's trace (a
+/// store call of a background loop is no trace of its own); of the log events, INFO and above.
+fn otel_filter<S>() -> impl Filter<S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    let ours = Targets::new().with_target("memex", Level::DEBUG);
+    let in_trace = dynamic_filter_fn(|meta: &Metadata<'_>, cx: &Context<'_, S>| {
+        if meta.is_span() {
+            meta.name() == "rpc" || cx.lookup_current().is_some()
+        } else {
+            *meta.level() <= Level::INFO
+        }
+    });
+    ours.and(in_trace)
+}
+
 fn env_set(name: &str) -> bool {
     std::env::var_os(name).is_some_and(|v| !v.is_empty())
 }
@@ -56,6 +85,7 @@ pub fn init(log: &LogConfig) -> Result<TelemetryGuard, TelemetryError> {
             .with_tonic()
             .build()
             .map_err(|e| TelemetryError::Exporter(e.to_string()))?;
+        opentelemetry::global::set_text_map_propagator(opentelemetry_sdk::propagation::TraceContextPropagator::new());
         Some(SdkTracerProvider::builder().with_batch_exporter(exporter).with_resource(resource()).build())
     } else {
         None
@@ -79,13 +109,15 @@ pub fn init(log: &LogConfig) -> Result<TelemetryGuard, TelemetryError> {
         LogFormat::Text => tracing_subscriber::fmt::layer().with_writer(std::io::stderr).boxed(),
         LogFormat::Json => tracing_subscriber::fmt::layer().json().with_writer(std::io::stderr).boxed(),
     };
-    let otel = tracer.as_ref().map(|t| tracing_opentelemetry::layer().with_tracer(t.tracer("memex")));
+    let otel = tracer
+        .as_ref()
+        .map(|t| tracing_opentelemetry::layer().with_tracer(t.tracer("memex")).with_filter(otel_filter()));
     tracing_subscriber::registry()
-        .with(filter)
-        .with(fmt)
+        .with(fmt.with_filter(filter))
         .with(otel)
         .try_init()
         .map_err(|e| TelemetryError::Subscriber(e.to_string()))?;
+    TRACING_ON.store(tracer.is_some(), Ordering::Relaxed);
     if want_traces || want_metrics {
         tracing::info!(traces = want_traces, metrics = want_metrics, "OpenTelemetry OTLP export on");
     }

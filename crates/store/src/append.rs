@@ -188,6 +188,7 @@ impl Store {
     ///
     /// Small unkeyed batches without artifacts go through the group committer (one statement and
     /// one WAL flush for many concurrent appends); the others are written on their own.
+    #[tracing::instrument(name = "store.append", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "append"))]
     pub async fn append(&self, req: AppendRequest) -> Result<AppendOutcome> {
         if !req.batch.external_tool_calls.is_empty() {
             self.check_tool_calls(&req).await?;

@@ -20,6 +20,7 @@ pub struct Artifact {
 impl Store {
     /// Reads an artifact, decompresses it and checks its bytes hash to its id: a mismatch is
     /// `Corrupt`, never silently served.
+    #[tracing::instrument(name = "store.artifact", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "artifact"))]
     pub async fn artifact(&self, namespace_id: Uuid, id: ArtifactId) -> Result<Artifact> {
         let row: Option<(i64, String, String, Vec<u8>)> = sqlx::query_as(
             "SELECT size, media_type, compression, data FROM artifacts WHERE namespace_id = $1 AND id = $2",

@@ -10,6 +10,7 @@ use crate::{Event, Result, SeqRange, Store, StoreError};
 impl Store {
     /// A session's events with seqs in `range`, newest first, at most `limit`: the recent tail, a
     /// page before a seq, or what was appended since a reader last looked.
+    #[tracing::instrument(name = "store.events_newest_first", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "events_newest_first"))]
     pub async fn events_newest_first(
         &self,
         namespace_id: Uuid,
@@ -34,6 +35,7 @@ impl Store {
 
     /// A session's newest events as (id, seq, kind) only — no content — newest first, at most
     /// `limit` (what the pack's store scan needs to find the events it has not seen yet).
+    #[tracing::instrument(name = "store.event_keys_newest_first", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "event_keys_newest_first"))]
     pub async fn event_keys_newest_first(
         &self,
         namespace_id: Uuid,
@@ -54,6 +56,7 @@ impl Store {
     /// Standing items of `sessions` — decisions, constraints, reports, pinned events and events
     /// that supersede another; at most `limit` — and the system events of `own` (at most
     /// `system_limit`), each newest first, in one round trip: a pack needs both.
+    #[tracing::instrument(name = "store.standing_and_system_events", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "standing_and_system_events"))]
     pub async fn standing_and_system_events(
         &self,
         namespace_id: Uuid,
@@ -92,6 +95,7 @@ impl Store {
 
     /// Events of these sessions whose output is the artifact `artifact_id` (raw 32-byte hash),
     /// in session and seq order.
+    #[tracing::instrument(name = "store.events_with_artifact", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "events_with_artifact"))]
     pub async fn events_with_artifact(
         &self,
         namespace_id: Uuid,
@@ -114,6 +118,7 @@ impl Store {
     }
 
     /// The sessions of these tasks: (session id, task id).
+    #[tracing::instrument(name = "store.task_sessions", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "task_sessions"))]
     pub async fn task_sessions(&self, namespace_id: Uuid, tasks: &[String]) -> Result<Vec<(Uuid, String)>> {
         let rows: Vec<(Uuid, String)> = sqlx::query_as(
             "SELECT id, task_id FROM sessions WHERE namespace_id = $1 AND task_id = ANY($2) ORDER BY created_at, id",
@@ -126,6 +131,7 @@ impl Store {
     }
 
     /// The task of each of these sessions (sessions without one are left out).
+    #[tracing::instrument(name = "store.session_tasks", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "session_tasks"))]
     pub async fn session_tasks(&self, namespace_id: Uuid, sessions: &[Uuid]) -> Result<Vec<(Uuid, String)>> {
         let rows: Vec<(Uuid, String)> = sqlx::query_as(
             "SELECT id, task_id FROM sessions WHERE namespace_id = $1 AND id = ANY($2) AND task_id IS NOT NULL",
@@ -138,6 +144,7 @@ impl Store {
     }
 
     /// Which of `ids` are events of the namespace.
+    #[tracing::instrument(name = "store.existing_events", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "existing_events"))]
     pub async fn existing_events(&self, namespace_id: Uuid, ids: &[Uuid]) -> Result<Vec<Uuid>> {
         let rows: Vec<(Uuid,)> = sqlx::query_as("SELECT id FROM events WHERE id = ANY($1) AND namespace_id = $2")
             .bind(ids)
@@ -148,6 +155,7 @@ impl Store {
     }
 
     /// True when the namespace holds the artifact (without reading its bytes).
+    #[tracing::instrument(name = "store.artifact_exists", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "artifact_exists"))]
     pub async fn artifact_exists(&self, namespace_id: Uuid, id: &memex_event::ArtifactId) -> Result<bool> {
         let (exists,): (bool,) =
             sqlx::query_as("SELECT EXISTS (SELECT 1 FROM artifacts WHERE namespace_id = $1 AND id = $2)")
@@ -160,6 +168,7 @@ impl Store {
 
     /// The tool names of these calls, by (session, tool-call id): a tool result names only its
     /// call, and is shown with the call's tool.
+    #[tracing::instrument(name = "store.tool_names", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "tool_names"))]
     pub async fn tool_names(
         &self,
         namespace_id: Uuid,
@@ -188,6 +197,7 @@ impl Store {
     /// Everything a pack needs to know about its session and task, in one round trip: the
     /// session's task, the task's current state, the task it was delegated from, the tasks it
     /// delegated, and the sessions of all of them. `task` overrides the session's task.
+    #[tracing::instrument(name = "store.pack_context", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "pack_context"))]
     pub async fn pack_context(&self, namespace_id: Uuid, session_id: Uuid, task: Option<&str>) -> Result<PackContext> {
         type Row = (
             Option<String>,

@@ -8,6 +8,7 @@ use crate::{Result, Store};
 impl Store {
     /// `(session id, last seq)` of the namespace's sessions that have events — all of them, or
     /// only those in `sessions` when given.
+    #[tracing::instrument(name = "store.session_heads", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "session_heads"))]
     pub async fn session_heads(&self, namespace_id: Uuid, sessions: Option<&[Uuid]>) -> Result<Vec<(Uuid, u64)>> {
         let rows: Vec<(Uuid, i64)> = sqlx::query_as(
             "SELECT id, next_seq - 1 FROM sessions
@@ -22,6 +23,7 @@ impl Store {
 
     /// The sum of the last seqs of the namespace's sessions (or of `sessions`): one aggregate row
     /// that tells an index whether anything was appended since it last looked, since seqs only grow.
+    #[tracing::instrument(name = "store.head_total", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "head_total"))]
     pub async fn head_total(&self, namespace_id: Uuid, sessions: Option<&[Uuid]>) -> Result<u64> {
         let (total,): (i64,) = sqlx::query_as(
             "SELECT COALESCE(sum(next_seq - 1), 0)::int8 FROM sessions

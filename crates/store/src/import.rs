@@ -25,6 +25,7 @@ pub struct ImportRequest {
 }
 
 impl Store {
+    #[tracing::instrument(name = "store.import_session", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "import_session"))]
     pub async fn import_session(&self, req: ImportRequest) -> Result<(Session, AppendOutcome)> {
         let ImportRequest { namespace_id, session, raw, file_name, media_type, batch } = req;
         let raw_id = ArtifactId::of(&raw);

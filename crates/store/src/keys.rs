@@ -90,6 +90,7 @@ fn key_from_row(row: KeyRow) -> Result<ApiKey> {
 }
 
 impl Store {
+    #[tracing::instrument(name = "store.create_api_key", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "create_api_key"))]
     pub async fn create_api_key(&self, namespace: &Namespace, name: &str, access: Access) -> Result<NewApiKey> {
         let token = new_token();
         let id = Uuid::now_v7();
@@ -109,6 +110,7 @@ impl Store {
     }
 
     /// The live (unrevoked) key whose token this is, if any.
+    #[tracing::instrument(name = "store.authenticate", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "authenticate"))]
     pub async fn authenticate(&self, token: &str) -> Result<Option<ApiKey>> {
         let sql = const_format_key_query("WHERE k.token_hash = $1 AND k.revoked_at IS NULL");
         let row: Option<KeyRow> =
@@ -116,6 +118,7 @@ impl Store {
         row.map(key_from_row).transpose()
     }
 
+    #[tracing::instrument(name = "store.list_api_keys", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "list_api_keys"))]
     pub async fn list_api_keys(&self, namespace: &Namespace) -> Result<Vec<ApiKey>> {
         let sql = const_format_key_query("WHERE k.namespace_id = $1 ORDER BY k.created_at, k.id");
         let rows: Vec<KeyRow> =
@@ -124,6 +127,7 @@ impl Store {
     }
 
     /// Revokes a key (idempotent: revoking twice keeps the first revocation time).
+    #[tracing::instrument(name = "store.revoke_api_key", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "revoke_api_key"))]
     pub async fn revoke_api_key(&self, namespace: &Namespace, key_id: Uuid) -> Result<ApiKey> {
         let updated = sqlx::query(
             "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1 AND namespace_id = $2",

@@ -6,6 +6,7 @@ use crate::{Namespace, Result, Store, StoreError};
 impl Store {
     /// Creates a namespace. Names are 1–63 characters of `[a-z0-9_.-]`, starting with a letter or
     /// digit (the database enforces it too).
+    #[tracing::instrument(name = "store.create_namespace", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "create_namespace"))]
     pub async fn create_namespace(&self, name: &str) -> Result<Namespace> {
         if !valid_namespace_name(name) {
             return Err(memex_event::FieldError::new(
@@ -30,6 +31,7 @@ impl Store {
     }
 
     /// The namespace named `name`, or `NamespaceNotFound`.
+    #[tracing::instrument(name = "store.namespace", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "namespace"))]
     pub async fn namespace(&self, name: &str) -> Result<Namespace> {
         sqlx::query_as("SELECT id, name, created_at FROM namespaces WHERE name = $1")
             .bind(name)
@@ -39,6 +41,7 @@ impl Store {
             .ok_or_else(|| StoreError::NamespaceNotFound(name.to_owned()))
     }
 
+    #[tracing::instrument(name = "store.list_namespaces", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "list_namespaces"))]
     pub async fn list_namespaces(&self) -> Result<Vec<Namespace>> {
         let rows: Vec<(Uuid, String, chrono::DateTime<chrono::Utc>)> =
             sqlx::query_as("SELECT id, name, created_at FROM namespaces ORDER BY name").fetch_all(&self.pool).await?;

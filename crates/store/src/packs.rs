@@ -35,6 +35,7 @@ type Row = (Uuid, Uuid, Option<String>, Option<i64>, String, i32, serde_json::Va
 
 impl Store {
     /// Stores a pack and its chunks; returns its creation time.
+    #[tracing::instrument(name = "store.insert_pack", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "insert_pack"))]
     pub async fn insert_pack(&self, namespace_id: Uuid, p: &PackRow) -> Result<DateTime<Utc>> {
         let at = self.insert_packs(&[(namespace_id, p)]).await?;
         at.first().copied().ok_or(StoreError::PackNotFound(p.id))
@@ -43,6 +44,7 @@ impl Store {
     /// Stores several packs and their chunks in one statement (one commit and WAL flush for all:
     /// concurrent BuildPacks share it). A chunk already stored is left as it is (same id, same
     /// bytes). Returns the packs' creation times, in order.
+    #[tracing::instrument(name = "store.insert_packs", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "insert_packs"))]
     pub async fn insert_packs(&self, rows: &[(Uuid, &PackRow)]) -> Result<Vec<DateTime<Utc>>> {
         let ids: Vec<Uuid> = rows.iter().map(|(_, p)| p.id).collect();
         let namespaces: Vec<Uuid> = rows.iter().map(|(ns, _)| *ns).collect();
@@ -97,6 +99,7 @@ impl Store {
     }
 
     /// The stored chunks among `ids` (a stored pack's manifest names them).
+    #[tracing::instrument(name = "store.pack_chunks", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "pack_chunks"))]
     pub async fn pack_chunks(&self, namespace_id: Uuid, ids: &[[u8; 16]]) -> Result<Vec<PackChunk>> {
         let ids: Vec<&[u8]> = ids.iter().map(|id| id.as_slice()).collect();
         let rows: Vec<(Vec<u8>, Vec<u8>)> =
@@ -111,6 +114,7 @@ impl Store {
             .collect())
     }
 
+    #[tracing::instrument(name = "store.pack", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "pack"))]
     pub async fn pack(&self, namespace_id: Uuid, id: Uuid) -> Result<PackRow> {
         let row: Option<Row> = sqlx::query_as(
             "SELECT id, session_id, task_id, task_state_version, tokenizer, tokens, request, pack, created_at

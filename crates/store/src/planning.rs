@@ -118,6 +118,7 @@ SELECT d.*, (SELECT created_at FROM s) FROM d
 impl Store {
     /// Creates a child task with its first state and the delegation record, in one statement.
     /// A task id already in use is `AlreadyExists`.
+    #[tracing::instrument(name = "store.delegate", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "delegate"))]
     pub async fn delegate(
         &self,
         namespace_id: Uuid,
@@ -165,6 +166,7 @@ impl Store {
     }
 
     /// The delegation that created `task_id`, if a delegation did.
+    #[tracing::instrument(name = "store.delegation", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "delegation"))]
     pub async fn delegation(&self, namespace_id: Uuid, task_id: &str) -> Result<Option<DelegationRow>> {
         let row: Option<DelegationDbRow> = sqlx::query_as(
             "SELECT task_id, parent_task_id, objective, constraints, acceptance, pointers, plan_node_ref, delegated_by,
@@ -179,6 +181,7 @@ impl Store {
     }
 
     /// The tasks `task_id` delegated.
+    #[tracing::instrument(name = "store.child_tasks", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "child_tasks"))]
     pub async fn child_tasks(&self, namespace_id: Uuid, task_id: &str) -> Result<Vec<String>> {
         let rows: Vec<(String,)> = sqlx::query_as(
             "SELECT task_id FROM delegations WHERE namespace_id = $1 AND parent_task_id = $2 ORDER BY created_at, task_id",
@@ -191,6 +194,7 @@ impl Store {
     }
 
     /// Records a report (its `report` event must already be appended).
+    #[tracing::instrument(name = "store.insert_report", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "insert_report"))]
     pub async fn insert_report(&self, namespace_id: Uuid, r: &ReportRow) -> Result<ReportRow> {
         let sql = format!(
             "INSERT INTO task_reports (id, namespace_id, task_id, parent_task_id, session_id, event_id, status, summary,
@@ -216,6 +220,7 @@ impl Store {
         }
     }
 
+    #[tracing::instrument(name = "store.report", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "report"))]
     pub async fn report(&self, namespace_id: Uuid, id: Uuid) -> Result<ReportRow> {
         let sql = format!("SELECT {REPORT_COLUMNS} FROM task_reports WHERE namespace_id = $1 AND id = $2");
         let row: Option<ReportDbRow> =
@@ -224,6 +229,7 @@ impl Store {
     }
 
     /// Reports of the children of `parent_task_id` after stream position `after`, oldest first.
+    #[tracing::instrument(name = "store.reports_after", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "reports_after"))]
     pub async fn reports_after(
         &self,
         namespace_id: Uuid,

@@ -74,6 +74,7 @@ pub(crate) fn event_from_row(r: EventRow) -> Event {
 impl Store {
     /// The events with these ids, in the order asked. An id that is not an event of this
     /// namespace is `EventNotFound`, naming its position (`event_ids[2]`).
+    #[tracing::instrument(name = "store.events_by_ids", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "events_by_ids"))]
     pub async fn events_by_ids(&self, namespace_id: Uuid, ids: &[Uuid]) -> Result<Vec<Event>> {
         let sql = format!("{EVENT_SELECT} WHERE e.id = ANY($1) AND e.namespace_id = $2");
         let rows: Vec<EventRow> =
@@ -92,6 +93,7 @@ impl Store {
     }
 
     /// A page of a session's events in seq order.
+    #[tracing::instrument(name = "store.events_in_range", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "events_in_range"))]
     pub async fn events_in_range(
         &self,
         namespace_id: Uuid,
@@ -147,6 +149,7 @@ fn parse_seq_token(token: &str) -> Result<u64> {
 impl Store {
     /// For an imported session: the input line of the trace record each event came from
     /// (`metadata.source_line`, set at import), for the given seqs.
+    #[tracing::instrument(name = "store.event_source_lines", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "event_source_lines"))]
     pub async fn event_source_lines(
         &self,
         namespace_id: Uuid,

@@ -69,6 +69,7 @@ pub(crate) fn session_from_row(r: SessionRow) -> Session {
 impl Store {
     /// Creates a session in `namespace_id`. With a client-chosen id, a repeat of the same request
     /// returns the existing session, and a different one under that id is `AlreadyExists`.
+    #[tracing::instrument(name = "store.create_session", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "create_session"))]
     pub async fn create_session(&self, namespace_id: Uuid, new: NewSession) -> Result<Session> {
         if let Some(parent) = new.parent_session_id {
             self.session(namespace_id, parent).await.map_err(|e| match e {
@@ -116,6 +117,7 @@ impl Store {
         }
     }
 
+    #[tracing::instrument(name = "store.session", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "session"))]
     pub async fn session(&self, namespace_id: Uuid, id: Uuid) -> Result<Session> {
         let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1 AND namespace_id = $2");
         let row: Option<SessionRow> =
@@ -124,6 +126,7 @@ impl Store {
     }
 
     /// Sessions newest first, filtered, `page_size` at a time.
+    #[tracing::instrument(name = "store.list_sessions", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "list_sessions"))]
     pub async fn list_sessions(
         &self,
         namespace_id: Uuid,

@@ -71,6 +71,7 @@ RETURNING task_id, version, state, rendered, tokens, tokenizer, author, created_
 impl Store {
     /// Writes a new version of a task's state if the task is still at `expected_version`;
     /// otherwise `StaleTaskState` naming the current version.
+    #[tracing::instrument(name = "store.put_task_state", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "put_task_state"))]
     pub async fn put_task_state(&self, namespace_id: Uuid, new: NewTaskState) -> Result<TaskStateRow> {
         let expected = i64::try_from(new.expected_version).unwrap_or(i64::MAX);
         let row: Option<Row> = sqlx::query_as(PUT_SQL)
@@ -94,6 +95,7 @@ impl Store {
     }
 
     /// The current version of a task's state, if it has one.
+    #[tracing::instrument(name = "store.task_version", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "task_version"))]
     pub async fn task_version(&self, namespace_id: Uuid, task_id: &str) -> Result<Option<u64>> {
         let v: Option<(i64,)> =
             sqlx::query_as("SELECT version FROM task_heads WHERE namespace_id = $1 AND task_id = $2")
@@ -105,6 +107,7 @@ impl Store {
     }
 
     /// A version of a task's state (the current one when `version` is None).
+    #[tracing::instrument(name = "store.task_state", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "task_state"))]
     pub async fn task_state(&self, namespace_id: Uuid, task_id: &str, version: Option<u64>) -> Result<TaskStateRow> {
         let row: Option<Row> = match version {
             Some(v) => {
@@ -140,6 +143,7 @@ impl Store {
     }
 
     /// Versions of a task's state, newest first, `page_size` at a time, below `before` if given.
+    #[tracing::instrument(name = "store.task_state_history", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "task_state_history"))]
     pub async fn task_state_history(
         &self,
         namespace_id: Uuid,
@@ -165,6 +169,7 @@ impl Store {
     }
 
     /// The states of several versions of a task (for premise checks), in version order.
+    #[tracing::instrument(name = "store.task_states_at", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "task_states_at"))]
     pub async fn task_states_at(
         &self,
         namespace_id: Uuid,

@@ -113,6 +113,7 @@ SELECT v.version, (SELECT count(*) FROM m), (SELECT count(*) FROM e) FROM v
 impl Store {
     /// A session's window: its state, its evicted runs (by first seq) and its manifests (oldest
     /// first). A session never compacted has version 0 and no evictions.
+    #[tracing::instrument(name = "store.window", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "window"))]
     pub async fn window(
         &self,
         namespace_id: Uuid,
@@ -148,6 +149,7 @@ impl Store {
 
     /// A window's state without checking the session (the caller has): one round trip for a
     /// window never compacted, two otherwise.
+    #[tracing::instrument(name = "store.window_state", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "window_state"))]
     pub async fn window_state(
         &self,
         namespace_id: Uuid,
@@ -193,6 +195,7 @@ impl Store {
 
     /// Commits a compaction if the window is still at `expected_version`; `StaleWindow` otherwise
     /// (the caller re-plans from the new window). Returns the new window version.
+    #[tracing::instrument(name = "store.commit_compaction", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "commit_compaction"))]
     pub async fn commit_compaction(&self, namespace_id: Uuid, c: NewCompaction) -> Result<u64> {
         let firsts: Vec<i64> = c.evicted.iter().map(|(f, _)| *f as i64).collect();
         let lasts: Vec<i64> = c.evicted.iter().map(|(_, l)| *l as i64).collect();
@@ -221,6 +224,7 @@ impl Store {
     }
 
     /// One manifest, by id.
+    #[tracing::instrument(name = "store.manifest", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "manifest"))]
     pub async fn manifest(&self, namespace_id: Uuid, id: Uuid) -> Result<ManifestRow> {
         let sql = format!("SELECT {MANIFEST_COLUMNS} FROM pointer_manifests WHERE id = $1 AND namespace_id = $2");
         let row: Option<ManifestDbRow> =

@@ -45,10 +45,14 @@ impl Views {
     ) -> Result<Imported, ViewError> {
         let ImportTrace { session, file_name, format, strict, raw } = req;
         let stem = memex_vcc::stem_of(&file_name);
-        let (raw, trace, records) = tokio::task::spawn_blocking(move || {
-            let (trace, records) = memex_vcc::compile_with_events(&raw, &stem, CompileOptions { format, strict })?;
-            Ok::<_, memex_vcc::CompileError>((raw, trace, records))
-        })
+        let compile = tracing::debug_span!("vcc.compile", memex.bytes = raw.len());
+        let (raw, trace, records) = tracing::Instrument::instrument(
+            tokio::task::spawn_blocking(move || {
+                let (trace, records) = memex_vcc::compile_with_events(&raw, &stem, CompileOptions { format, strict })?;
+                Ok::<_, memex_vcc::CompileError>((raw, trace, records))
+            }),
+            compile,
+        )
         .await
         .map_err(|e| ViewError::Task(e.to_string()))?
         .map_err(|e| ViewError::invalid("chunk", e.to_string()))?;

@@ -170,6 +170,8 @@ impl Views {
         Ok(compiled)
     }
 
+    /// A session's trace through the VCC compiler: its own span, the cost a cache miss pays.
+    #[tracing::instrument(name = "vcc.compile", level = "debug", skip_all, fields(memex.session_id = %session.id, memex.events = session.event_count))]
     async fn compile(&self, ns: NamespaceId, session: Session) -> Result<CompiledSession, ViewError> {
         let (bytes, stem, format) = source::source_bytes(&self.store, &self.exports, ns.0, &session).await?;
         let trace = tokio::task::spawn_blocking(move || {

@@ -52,6 +52,7 @@ impl AppState {
         key: String,
     ) -> Result<Unit, Status> {
         let sid = parse_uuid(&format!("{prefix}session_id"), session_id)?;
+        crate::rpc::record_session(sid);
         let key = convert::ident(&format!("{prefix}idempotency_key"), key, self.limits.max_id_bytes)?;
         let inputs = convert::event_inputs(events, prefix)?;
         let fingerprint = batch_fingerprint(session_id, &inputs);
@@ -191,7 +192,7 @@ impl EventService for Events {
                 Ok(Response::new(pb::GetEventsResponse { events, next_page_token: String::new() }))
             }
             (true, false) => {
-                let session_id = parse_uuid("session_id", &r.session_id)?;
+                let session_id = crate::status::session_id(&r.session_id)?;
                 let from = r.from_seq.max(1);
                 let to = (r.to_seq != 0).then_some(r.to_seq);
                 if let Some(to) = to

@@ -8,7 +8,7 @@ use tonic::{Request, Response, Status};
 
 use crate::convert;
 use crate::state::AppState;
-use crate::status::{parse_opt_uuid, parse_uuid, store_status};
+use crate::status::{parse_opt_uuid, store_status};
 
 const DEFAULT_PAGE: u32 = 100;
 const MAX_PAGE: u32 = 1000;
@@ -45,13 +45,14 @@ impl SessionService for Sessions {
             metadata: convert::metadata("metadata_json", &r.metadata_json)?,
         };
         let session = st.store.create_session(ns.id, new).await.map_err(|e| store_status(&e))?;
+        crate::rpc::record_session(session.id);
         Ok(Response::new(convert::session(session, &ns.name)))
     }
 
     async fn get_session(&self, request: Request<pb::GetSessionRequest>) -> Result<Response<pb::Session>, Status> {
         let st = &self.state;
         let ns = st.auth.scope(&request, &request.get_ref().namespace, Access::Read).await?;
-        let id = parse_uuid("session_id", &request.get_ref().session_id)?;
+        let id = crate::status::session_id(&request.get_ref().session_id)?;
         let session = st.store.session(ns.id, id).await.map_err(|e| store_status(&e))?;
         Ok(Response::new(convert::session(session, &ns.name)))
     }

@@ -14,7 +14,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::convert;
 use crate::state::AppState;
-use crate::status::{index_status, parse_opt_uuid, parse_uuid, view_status};
+use crate::status::{index_status, parse_opt_uuid, view_status};
 
 const TEXT_CHUNK: usize = 64 * 1024;
 const MAX_DIAGNOSTICS: usize = 100;
@@ -75,6 +75,7 @@ impl ViewService for ViewHandler {
         let req = ImportTrace { session, file_name, format, strict, raw };
         let imported = st.views.import(NamespaceId(ns.id), req, &st.policy, max).await.map_err(|e| view_status(&e))?;
         st.metrics.events_appended.add(imported.events, &[]);
+        crate::rpc::record_session(imported.session.id);
         let raw_ref = imported.session.source.as_ref().map(|s| pb::ArtifactRef {
             id: s.artifact.to_string(),
             size: 0,
@@ -98,7 +99,7 @@ impl ViewService for ViewHandler {
         let ns = NamespaceId(st.auth.scope(&request, &request.get_ref().namespace, Access::Read).await?.id);
         let _turn = st.admit(&request).await?;
         let r = request.into_inner();
-        let session = SessionId(parse_uuid("session_id", &r.session_id)?);
+        let session = SessionId(crate::status::session_id(&r.session_id)?);
         let kind = match pb::ViewKind::try_from(r.view).unwrap_or(pb::ViewKind::Unspecified) {
             pb::ViewKind::Unspecified => {
                 return Err(Status::invalid_argument("view: choose VIEW_KIND_FULL, _UI, _ADAPTIVE or _INDEX"));
@@ -130,13 +131,14 @@ impl ViewService for ViewHandler {
         let r = request.into_inner();
         let pointer = if r.pointer.is_empty() {
             Pointer {
-                session: SessionId(parse_uuid("session_id", &r.session_id)?),
+                session: SessionId(crate::status::session_id(&r.session_id)?),
                 chain: r.chain.max(1),
                 range: LineRange { first: r.first_line, last: r.last_line },
             }
         } else {
             Pointer::parse(&r.pointer).map_err(|e| Status::invalid_argument(e.to_string()))?
         };
+        crate::rpc::record_session(pointer.session.0);
         let read = st.views.read_lines(ns, pointer, r.context).await.map_err(|e| view_status(&e))?;
         Ok(Response::new(pb::ReadLinesResponse {
             lines: read

@@ -41,7 +41,7 @@ impl ContextService for Context {
             return Err(Status::invalid_argument("window_budget: is required (tokens of the agent's window)"));
         }
         let req = CompactRequest {
-            session_id: parse_uuid("session_id", &r.session_id)?,
+            session_id: crate::status::session_id(&r.session_id)?,
             window_budget: r.window_budget as usize,
             headroom: r.headroom as usize,
             protected_turns: r.protected_turns.unwrap_or(PROTECTED_TURNS) as usize,
@@ -74,7 +74,7 @@ impl ContextService for Context {
         let st = &self.state;
         let ns = st.auth.scope(&request, &request.get_ref().namespace, Access::Read).await?;
         let r = request.into_inner();
-        let session = parse_uuid("session_id", &r.session_id)?;
+        let session = crate::status::session_id(&r.session_id)?;
         let tokenizer = wire::tokenizer("tokenizer", &r.tokenizer)?;
         let w = st.context.window(ns.id, session, tokenizer).await.map_err(|e| context_status(&e))?;
         Ok(Response::new(pb::Window {
@@ -108,7 +108,7 @@ impl ContextService for Context {
         let r = request.into_inner();
         let full = wire::full_view("view", r.view, false)?;
         let req = BuildPack {
-            session_id: parse_uuid("session_id", &r.session_id)?,
+            session_id: crate::status::session_id(&r.session_id)?,
             task_id: convert::ident("task_id", r.task_id, st.limits.max_id_bytes)?,
             user_message: r.user_message,
             system_prompt: r.system_prompt,
@@ -118,7 +118,9 @@ impl ContextService for Context {
             historical: r.historical,
         };
         let built = st.context.build_pack(ns.id, req).await.map_err(|e| context_status(&e))?;
-        Ok(Response::new(wire::pack_out(&ns.name, built, full)))
+        let pack = wire::pack_out(&ns.name, built, full);
+        st.metrics.record_pack(&pack);
+        Ok(Response::new(pack))
     }
 
     async fn get_pack(&self, request: Request<pb::GetPackRequest>) -> Result<Response<pb::Pack>, Status> {

@@ -13,7 +13,7 @@ use tonic::{Request, Response, Status};
 use super::wire;
 use crate::convert;
 use crate::state::AppState;
-use crate::status::{check_size, context_status, parse_opt_uuid, parse_uuid};
+use crate::status::{check_size, context_status, parse_opt_uuid};
 
 const DEFAULT_HISTORY: u32 = 20;
 const MAX_HISTORY: u32 = 200;
@@ -133,7 +133,7 @@ impl TaskService for Tasks {
         let report = NewReport {
             report_id: parse_opt_uuid("report_id", &r.report_id)?,
             task_id: task_id("task_id", r.task_id, st.limits.max_id_bytes)?,
-            session_id: parse_uuid("session_id", &r.session_id)?,
+            session_id: crate::status::session_id(&r.session_id)?,
             status: r.status,
             summary: r.summary,
             pointers: wire::pointers("pointers", r.pointers)?,
