@@ -24,6 +24,15 @@ fn debug_sections(file: &Path) -> Vec<String> {
         .collect()
 }
 
+/// Removes the laid-out root (a quarter of a gigabyte) whether the test passes or not.
+struct TempRoot(PathBuf);
+
+impl Drop for TempRoot {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 fn run(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap();
     assert!(out.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
@@ -36,6 +45,7 @@ fn the_image_script_lays_out_a_stripped_binary_the_model_and_the_config() {
     let built = PathBuf::from(env!("CARGO_BIN_EXE_memex"));
     let dest = std::env::temp_dir().join(format!("memex-image-rootfs-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dest);
+    let _cleanup = TempRoot(dest.clone());
     let out = Command::new("bash")
         .arg(repo().join("scripts/build-image-rootfs.sh"))
         .arg(&dest)
@@ -83,7 +93,6 @@ fn the_image_script_lays_out_a_stripped_binary_the_model_and_the_config() {
     }
     assert!(dest.join("var/lib/memex").is_dir());
     assert!(!dest.join("opt/memex/models/all-MiniLM-L6-v2-static.lock").exists(), "a stray lock file");
-    let _ = std::fs::remove_dir_all(&dest);
 }
 
 #[test]
