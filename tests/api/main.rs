@@ -10,6 +10,7 @@ mod mcp;
 mod mcp_inspector;
 mod packs;
 mod planning;
+mod readiness;
 mod roles;
 mod search;
 mod search_index;

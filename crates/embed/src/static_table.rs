@@ -75,6 +75,11 @@ impl StaticTable {
     /// The table at `dir`, distilled from `minilm` (loaded from `minilm_dir`) first when `dir`
     /// holds none. Concurrent callers each distill and the first rename wins: the tables are equal.
     pub fn load_or_distill(dir: &Path, minilm_dir: &Path, name: String) -> Result<StaticTable, EmbedError> {
+        // A table written once is never changed (`distill` renames it into place whole), so it is
+        // read without the lock: its directory may be read-only (a container image ships it).
+        if dir.join("model.safetensors").is_file() {
+            return StaticTable::load(dir, name);
+        }
         // One distillation at a time per table (processes starting together wait for the first).
         let lock_path = PathBuf::from(format!("{}.lock", dir.display()));
         if let Some(parent) = lock_path.parent() {

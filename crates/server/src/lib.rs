@@ -79,6 +79,34 @@ pub async fn connect_store(config: &Config) -> Result<Store, memex_store::StoreE
     Store::connect(&config.database.url, &opts).await
 }
 
+/// The gRPC health entry a liveness probe asks for: SERVING from the moment the process serves
+/// until it exits, ready or not. The overall entry (`""`) is readiness: SERVING only once the
+/// schema is migrated and the text index has caught up, NOT_SERVING again once shutdown starts.
+pub const LIVENESS: &str = "liveness";
+
+/// How often a replica that does not migrate (`database.migrate_on_start = false`) looks again
+/// for the migrations someone else (a migration Job) is to apply.
+const SCHEMA_POLL: Duration = Duration::from_secs(1);
+
+/// Waits until the database holds every migration this binary knows (without applying any).
+async fn wait_for_schema(store: &Store) -> Result<(), ServerError> {
+    let mut logged = false;
+    loop {
+        let pending = store.pending_migrations().await?;
+        if pending.is_empty() {
+            return Ok(());
+        }
+        if !logged {
+            tracing::warn!(
+                ?pending,
+                "database.migrate_on_start is off and migrations are pending: waiting for them (run `memex migrate`)"
+            );
+            logged = true;
+        }
+        tokio::time::sleep(SCHEMA_POLL).await;
+    }
+}
+
 /// A `worker`-role process: the embedding worker, and gRPC health for the orchestrator's probes
 /// (NOT_SERVING once shutdown starts). It serves no memex RPC.
 async fn run_worker(
@@ -92,6 +120,7 @@ async fn run_worker(
     let _observers = metrics::embedding_metrics(&workers);
     let (health_reporter, health) = tonic_health::server::health_reporter();
     health_reporter.set_service_status("", tonic_health::ServingStatus::Serving).await;
+    health_reporter.set_service_status(LIVENESS, tonic_health::ServingStatus::Serving).await;
     let signal = async move {
         shutdown.await;
         tracing::info!("shutdown requested: stopping the embedding worker");
@@ -170,9 +199,18 @@ pub async fn run_with_mcp(
         }
     }
     let store = connect_store(&config).await?;
+    let mut shutdown = Box::pin(shutdown);
     if config.database.migrate_on_start {
         store.migrate().await?;
         tracing::info!("database migrations applied");
+    } else {
+        tokio::select! {
+            waited = wait_for_schema(&store) => waited?,
+            _ = &mut shutdown => {
+                tracing::info!("shutdown requested while waiting for migrations");
+                return Ok(());
+            }
+        }
     }
     if config.role == config::Role::Worker {
         return run_worker(listener, config, store, shutdown).await;
@@ -201,6 +239,18 @@ pub async fn run_with_mcp(
     let hard_limit = config.limits.max_message_bytes.saturating_mul(2);
 
     let (health_reporter, health) = tonic_health::server::health_reporter();
+    // Readiness: not before the index has caught up (a fresh replica rebuilds it from Postgres).
+    health_reporter.set_service_status("", tonic_health::ServingStatus::NotServing).await;
+    health_reporter.set_service_status(LIVENESS, tonic_health::ServingStatus::Serving).await;
+    let caught_up = search.as_ref().map(|s| s.caught_up());
+    let ready_reporter = health_reporter.clone();
+    let readiness = tokio::spawn(async move {
+        if let Some(caught_up) = caught_up {
+            caught_up.await;
+        }
+        ready_reporter.set_service_status("", tonic_health::ServingStatus::Serving).await;
+    })
+    .abort_handle();
     health_reporter.set_serving::<EventServiceServer<service::events::Events>>().await;
     health_reporter.set_serving::<SessionServiceServer<service::sessions::Sessions>>().await;
     health_reporter.set_serving::<AdminServiceServer<service::admin::Admin>>().await;
@@ -270,6 +320,7 @@ pub async fn run_with_mcp(
         _ => (None, None),
     };
     let (fired_tx, fired_rx) = tokio::sync::oneshot::channel::<()>();
+    let not_ready = readiness.clone();
     let signal = async move {
         shutdown.await;
         // MCP takes no new requests either; the ones in flight finish through the gRPC drain.
@@ -277,6 +328,8 @@ pub async fn run_with_mcp(
             let _ = stop.send(());
         }
         tracing::info!(grace_secs = grace.as_secs(), "shutdown requested: no new RPCs; draining in-flight ones");
+        not_ready.abort();
+        health_reporter.set_service_status("", tonic_health::ServingStatus::NotServing).await;
         health_reporter.set_not_serving::<EventServiceServer<service::events::Events>>().await;
         let _ = fired_tx.send(());
     };
@@ -294,6 +347,7 @@ pub async fn run_with_mcp(
     // holding a connection must not keep the process alive past its grace (the embedding worker's
     // lease expires and another worker resumes its sessions).
     reports_listener.abort();
+    readiness.abort();
     if let Some(task) = mcp_task {
         let abort = task.abort_handle();
         match tokio::time::timeout(CLEANUP, task).await {

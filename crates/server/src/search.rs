@@ -44,6 +44,8 @@ pub struct SearchRuntime {
     _background: Option<Background>,
     sync: JoinHandle<()>,
     stop: watch::Sender<bool>,
+    /// True once the first catch-up round over every namespace has ended (readiness).
+    caught_up: watch::Receiver<bool>,
     _query_vectors: Option<opentelemetry::metrics::ObservableCounter<u64>>,
 }
 
@@ -170,13 +172,20 @@ impl SearchRuntime {
             (Vec::new(), None)
         };
         let (stop, mut stop_rx) = watch::channel(false);
+        let (caught_up_tx, caught_up) = watch::channel(false);
         let interval = Duration::from_millis(config.search.sync_interval_ms.max(10));
         let idx = index.clone();
         let sync = tokio::spawn(async move {
             loop {
                 match idx.sync_all().await {
-                    Ok(0) => {}
-                    Ok(n) => tracing::debug!(events = n, "text indexes caught up"),
+                    Ok(n) => {
+                        if !*caught_up_tx.borrow() {
+                            tracing::info!(events = n, "text indexes caught up: ready");
+                            caught_up_tx.send_replace(true);
+                        } else if n > 0 {
+                            tracing::debug!(events = n, "text indexes caught up");
+                        }
+                    }
                     Err(e) => tracing::warn!(error = %e, "catching up the text indexes failed; retrying"),
                 }
                 tokio::select! {
@@ -186,7 +195,20 @@ impl SearchRuntime {
             }
         });
         let _query_vectors = index.query_vector_stats().map(query_vector_metric);
-        Ok(Some(SearchRuntime { index, workers, _background: background, sync, stop, _query_vectors }))
+        Ok(Some(SearchRuntime { index, workers, _background: background, sync, stop, caught_up, _query_vectors }))
+    }
+
+    /// Completes once the index holds every event committed before the server started (the
+    /// first background round over every namespace): what readiness waits for, so that a fresh
+    /// replica (an empty index directory) takes no traffic while it rebuilds.
+    pub fn caught_up(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut rx = self.caught_up.clone();
+        async move {
+            // The loop gone before its first round (a stop): never ready.
+            if rx.wait_for(|done| *done).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
     }
 
     /// The model's worker first, then the fast tier's.

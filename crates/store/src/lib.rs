@@ -109,6 +109,26 @@ impl Store {
         Ok(())
     }
 
+    /// The versions of the embedded migrations the database has not applied (all of them when it
+    /// has none). A replica that leaves migrating to someone else (`migrate_on_start = false`,
+    /// a migration Job) waits for this to be empty before it serves.
+    pub async fn pending_migrations(&self) -> Result<Vec<i64>> {
+        let applied: Vec<i64> = match sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success")
+            .fetch_all(&self.pool)
+            .await
+        {
+            Ok(v) => v,
+            // undefined_table: nothing was ever migrated here.
+            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42P01") => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        Ok(MIGRATOR
+            .iter()
+            .filter(|m| !m.migration_type.is_down_migration() && !applied.contains(&m.version))
+            .map(|m| m.version)
+            .collect())
+    }
+
     /// Round trip to the database, for readiness checks.
     pub async fn ping(&self) -> Result<()> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
