@@ -15,6 +15,7 @@ mod search;
 mod search_index;
 mod server;
 mod sessions;
+mod standby;
 mod stream;
 mod task_state;
 mod views;

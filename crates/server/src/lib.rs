@@ -75,8 +75,14 @@ pub async fn connect_store(config: &Config) -> Result<Store, memex_store::StoreE
             max_group_events: config.ingest.group_commit_max_events,
             max_request_events: config.ingest.group_commit_max_request_events,
         }),
+        standby_url: standby_url(config),
     };
     Store::connect(&config.database.url, &opts).await
+}
+
+/// The hot standby for settled reads, if one is configured (`[database] read_url`).
+pub(crate) fn standby_url(config: &Config) -> Option<String> {
+    Some(config.database.read_url.clone()).filter(|u| !u.is_empty())
 }
 
 /// A `worker`-role process: the embedding worker, and gRPC health for the orchestrator's probes
@@ -103,7 +109,7 @@ async fn run_worker(
         for w in workers {
             w.stop().await;
         }
-        store.pool().close().await;
+        store.close().await;
     };
     if tokio::time::timeout(CLEANUP, cleanup).await.is_err() {
         tracing::warn!(
@@ -306,7 +312,7 @@ pub async fn run_with_mcp(
         if let Some(search) = search {
             search.stop().await;
         }
-        store.pool().close().await;
+        store.close().await;
     };
     if tokio::time::timeout(CLEANUP, cleanup).await.is_err() {
         tracing::warn!(secs = CLEANUP.as_secs(), "background work did not stop in time: abandoned");

@@ -2,8 +2,10 @@
 //! where evicted events were. A compaction commits in one statement, compare-and-swap on the
 //! window's version, so concurrent compactions of one window cannot both apply.
 use chrono::{DateTime, Utc};
+use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::standby::settled_if;
 use crate::{Result, Store, StoreError};
 
 /// A window's state: its version (compactions so far) and its manifests, oldest first.
@@ -223,8 +225,13 @@ impl Store {
     /// One manifest, by id.
     pub async fn manifest(&self, namespace_id: Uuid, id: Uuid) -> Result<ManifestRow> {
         let sql = format!("SELECT {MANIFEST_COLUMNS} FROM pointer_manifests WHERE id = $1 AND namespace_id = $2");
-        let row: Option<ManifestDbRow> =
-            sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(id).bind(namespace_id).fetch_optional(&self.pool).await?;
+        // Manifests never change: the standby answers when it has this one.
+        let sql = &sql;
+        let read = |pool: PgPool| async move {
+            let q = sqlx::query_as::<_, ManifestDbRow>(sqlx::AssertSqlSafe(sql.clone())).bind(id).bind(namespace_id);
+            Ok::<_, StoreError>(q.fetch_optional(&pool).await?)
+        };
+        let row = self.settled(read, |row| settled_if(row.is_some(), row)).await?;
         row.map(manifest_from_row).ok_or(StoreError::ManifestNotFound(id))
     }
 }
