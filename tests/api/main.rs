@@ -11,6 +11,7 @@ mod mcp_inspector;
 mod packs;
 mod planning;
 mod roles;
+mod schema;
 mod search;
 mod search_index;
 mod server;

@@ -105,8 +105,8 @@ WITH w AS (
     SELECT $5, $2, $1, v.version, $6, $7, $8, $9, $10, $11, $12, $13 FROM v
     RETURNING 1
 ), e AS (
-    INSERT INTO window_evictions (session_id, first_seq, last_seq, manifest_id)
-    SELECT $1, t.f, t.l, $5 FROM v, UNNEST($14::int8[], $15::int8[]) AS t (f, l)
+    INSERT INTO window_evictions (session_id, namespace_id, first_seq, last_seq, manifest_id)
+    SELECT $1, $2, t.f, t.l, $5 FROM v, UNNEST($14::int8[], $15::int8[]) AS t (f, l)
     RETURNING 1
 )
 SELECT v.version, (SELECT count(*) FROM m), (SELECT count(*) FROM e) FROM v
@@ -132,9 +132,11 @@ impl Store {
             return Ok((WindowRow::default(), Vec::new(), Vec::new()));
         };
         let evictions: Vec<(i64, i64, Uuid)> = sqlx::query_as(
-            "SELECT first_seq, last_seq, manifest_id FROM window_evictions WHERE session_id = $1 ORDER BY first_seq",
+            "SELECT first_seq, last_seq, manifest_id FROM window_evictions WHERE session_id = $1 AND namespace_id = $2
+             ORDER BY first_seq",
         )
         .bind(session_id)
+        .bind(namespace_id)
         .fetch_all(&self.pool)
         .await?;
         let found = self.manifests_in_order(namespace_id, &manifests).await?;
@@ -160,7 +162,7 @@ impl Store {
                     COALESCE(array_agg(e.first_seq ORDER BY e.first_seq) FILTER (WHERE e.first_seq IS NOT NULL), '{}'),
                     COALESCE(array_agg(e.last_seq ORDER BY e.first_seq) FILTER (WHERE e.first_seq IS NOT NULL), '{}'),
                     COALESCE(array_agg(e.manifest_id ORDER BY e.first_seq) FILTER (WHERE e.first_seq IS NOT NULL), '{}')
-             FROM context_windows w LEFT JOIN window_evictions e ON e.session_id = w.session_id
+             FROM context_windows w LEFT JOIN window_evictions e ON e.session_id = w.session_id AND e.namespace_id = w.namespace_id
              WHERE w.session_id = $1 AND w.namespace_id = $2
              GROUP BY w.version, w.manifests",
         )
