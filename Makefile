@@ -1,7 +1,7 @@
 # memex — the two commands of the README, and the steps they are made of.
 #   make run    set up PostgreSQL 15 + pgvector, build, bootstrap the `default` namespace, serve gRPC on
 #               127.0.0.1:50051 and MCP (streamable HTTP) on http://127.0.0.1:50052/mcp
-#   make test   set up the database and run every test against it
+#   make test   set up the database (and its hot standby on :5433) and run every test against it
 # Both are idempotent. Set-up needs root (or sudo) the first time.
 
 SHELL := /bin/bash
@@ -9,6 +9,8 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 
 DATABASE_URL      ?= postgres://memex:memex@127.0.0.1:5432/memex
 TEST_DATABASE_URL ?= postgres://memex_test:memex_test@127.0.0.1:5432/postgres
+# The hot standby scripts/setup-postgres.sh streams from the cluster (tests of [database] read_url).
+TEST_STANDBY_URL  ?= postgres://memex_test:memex_test@127.0.0.1:5433/postgres
 CARGO             ?= cargo
 BIN               := $${CARGO_TARGET_DIR:-target}/release/memex
 BENCH_BIN         := $${CARGO_TARGET_DIR:-target}/release/memex-bench
@@ -23,7 +25,7 @@ run: setup release
 
 test: setup mcp-inspector promtool k8s-tools
 	$(CARGO) run --locked -q -p memex -- model distill
-	TEST_DATABASE_URL=$(TEST_DATABASE_URL) $(CARGO) test --workspace --locked
+	TEST_DATABASE_URL=$(TEST_DATABASE_URL) TEST_STANDBY_URL=$(TEST_STANDBY_URL) $(CARGO) test --workspace --locked
 
 setup: toolchain db model
 

@@ -9,6 +9,9 @@
 # Creates:
 #   role memex      (LOGIN, owner of database memex)         -> used by `memex serve` (make run)
 #   role memex_test (LOGIN SUPERUSER, creates test databases) -> used by the test harness
+#   cluster 15/standby on port 5433: a hot standby streaming from 15/main (physical slot
+#   memex_standby), for `[database] read_url` and its tests (TEST_STANDBY_URL). MEMEX_STANDBY=0
+#   skips it.
 # The extension `vector` is created in the memex database and in template1, because
 # CREATE EXTENSION vector needs a superuser and the service role is not one.
 set -euo pipefail
@@ -17,6 +20,8 @@ PG_MAJOR=15
 PGVECTOR_VERSION=0.8.0
 PG_CONFIG=/usr/lib/postgresql/$PG_MAJOR/bin/pg_config
 PG_PORT=${MEMEX_PG_PORT:-5432}
+STANDBY_PORT=${MEMEX_STANDBY_PORT:-5433}
+STANDBY_SLOT=memex_standby
 
 log() { printf '[setup-postgres] %s\n' "$*" >&2; }
 
@@ -83,8 +88,12 @@ as_postgres pg_isready -q -p "$PG_PORT" || { log "postgres did not become ready"
 # dirty data that stall the next WAL fsync: it took bench pack's p99 at 256 packs/s from one run
 # in seven under 20 ms to seven in nine (docs/adr/001-local-postgres.md).
 conf="/etc/postgresql/$PG_MAJOR/main/conf.d/memex.conf"
+# The standby's replication slot keeps the WAL it has not received yet, up to a cap, so a standby
+# left stopped cannot fill the disk (past it the slot is lost and step 5 rebuilds the standby).
+# wal_level = replica and max_wal_senders = 10 are PostgreSQL 15's defaults: nothing to restart.
 want="# Written by memex scripts/setup-postgres.sh
-backend_flush_after = 256kB"
+backend_flush_after = 256kB
+max_slot_wal_keep_size = 2GB"
 if [ "$(cat "$conf" 2>/dev/null)" != "$want" ]; then
   log "writing $conf"
   printf '%s\n' "$want" | $SUDO tee "$conf" >/dev/null
@@ -109,5 +118,44 @@ if [ "$(psql_admin -d postgres -c "SELECT 1 FROM pg_database WHERE datname = 'me
 fi
 psql_admin -d memex -c "CREATE EXTENSION IF NOT EXISTS vector"
 psql_admin -d template1 -c "CREATE EXTENSION IF NOT EXISTS vector"
+
+# 5. A hot standby: cluster $PG_MAJOR/standby, a base backup of main streaming from it through a
+# physical slot (replication over the local socket as postgres: Debian's pg_hba allows it, peer).
+# It replicates the whole cluster, roles and databases included, so every database created on
+# main (each test's) appears on it after replay. Rebuilt when its slot was lost or it is no standby.
+cluster_exists() { pg_lsclusters -h | awk '{print $1" "$2}' | grep -qx "$PG_MAJOR $1"; }
+standby_data=/var/lib/postgresql/$PG_MAJOR/standby
+if [ "${MEMEX_STANDBY:-1}" != 0 ]; then
+  slot=$(psql_admin -d postgres -c "SELECT coalesce(wal_status, 'none') FROM pg_replication_slots WHERE slot_name = '$STANDBY_SLOT'")
+  if cluster_exists standby && { [ "$slot" = "" ] || [ "$slot" = lost ] || ! $SUDO test -f "$standby_data/standby.signal"; }; then
+    log "standby $PG_MAJOR/standby is broken (slot: ${slot:-missing}): rebuilding it"
+    $SUDO pg_dropcluster --stop "$PG_MAJOR" standby
+  fi
+  if ! cluster_exists standby; then
+    log "creating hot standby $PG_MAJOR/standby on port $STANDBY_PORT (a base backup of main)"
+    if [ -n "$slot" ]; then
+      psql_admin -d postgres -c "SELECT pg_drop_replication_slot('$STANDBY_SLOT')" >/dev/null
+    fi
+    $SUDO pg_createcluster "$PG_MAJOR" standby --port "$STANDBY_PORT" >/dev/null
+    $SUDO find "$standby_data" -mindepth 1 -delete
+    as_postgres pg_basebackup -p "$PG_PORT" -D "$standby_data" -R -X stream -C -S "$STANDBY_SLOT" --checkpoint=fast
+    # A fresh base backup is synced at first start; syncfs does that per file system, not per file
+    # (fsync of a cluster with hundreds of test databases took minutes).
+    printf '# Written by memex scripts/setup-postgres.sh\nrecovery_init_sync_method = syncfs\n' \
+      | $SUDO tee "/etc/postgresql/$PG_MAJOR/standby/conf.d/memex.conf" >/dev/null
+  fi
+  if ! pg_lsclusters -h | awk -v v="$PG_MAJOR" '$1==v && $2=="standby" {print $4}' | grep -q online; then
+    log "starting standby $PG_MAJOR/standby"
+    $SUDO pg_ctlcluster "$PG_MAJOR" standby start -- -t 600
+  fi
+  # Until it has replayed to a consistent point it refuses connections ("starting up").
+  for _ in $(seq 1 3000); do
+    as_postgres pg_isready -q -p "$STANDBY_PORT" && break
+    sleep 0.2
+  done
+  [ "$(as_postgres psql -p "$STANDBY_PORT" -qAt -d postgres -c "SELECT pg_is_in_recovery()")" = t ] \
+    || { log "the cluster on port $STANDBY_PORT is not a standby"; exit 1; }
+  log "standby ready: postgres://memex:memex@127.0.0.1:$STANDBY_PORT/memex (read_url)"
+fi
 
 log "ready: postgres://memex:memex@127.0.0.1:$PG_PORT/memex (pgvector $(psql_admin -d memex -c "SELECT extversion FROM pg_extension WHERE extname = 'vector'"))"

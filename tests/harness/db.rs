@@ -131,3 +131,45 @@ async fn drop_stale(admin: &mut PgConnection) {
         }
     }
 }
+
+/// The hot standby's URL for `db` (`TEST_STANDBY_URL` with `db`'s name), once the standby has
+/// replayed the primary up to now, so `db` exists there. None (skip) without `TEST_STANDBY_URL`,
+/// unless `REQUIRE_DB=1`, which makes it fail (`make test` sets both).
+pub async fn standby_of(db: &TestDb) -> Option<String> {
+    let Ok(base) = std::env::var("TEST_STANDBY_URL") else {
+        assert!(
+            std::env::var("REQUIRE_DB").is_err(),
+            "REQUIRE_DB is set but TEST_STANDBY_URL is not: set it to the hot standby (make test does)"
+        );
+        eprintln!("SKIP: no TEST_STANDBY_URL (a hot standby of TEST_DATABASE_URL); run `make test`");
+        return None;
+    };
+    let url = with_db(&base, &db.name);
+    wait_replayed(&db.url, &url).await;
+    Some(url)
+}
+
+/// Waits until the standby at `standby_url` has replayed everything the primary at `primary_url`
+/// had written when this was called.
+pub async fn wait_replayed(primary_url: &str, standby_url: &str) {
+    let mut primary = PgConnection::connect(primary_url).await.expect("connect to the primary");
+    let lsn: String = sqlx::query_scalar("SELECT pg_current_wal_lsn()::text").fetch_one(&mut primary).await.unwrap();
+    primary.close().await.ok();
+    // The standby's `postgres` database: the one asked about may not be replayed yet.
+    let mut standby =
+        PgConnection::connect(&with_db(standby_url, "postgres")).await.expect("connect to TEST_STANDBY_URL");
+    let started = std::time::Instant::now();
+    loop {
+        let done: Option<bool> = sqlx::query_scalar("SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn")
+            .bind(&lsn)
+            .fetch_one(&mut standby)
+            .await
+            .expect("TEST_STANDBY_URL is a standby");
+        if done == Some(true) {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "the standby did not replay {lsn} within 60 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    standby.close().await.ok();
+}

@@ -12,7 +12,7 @@
 mod db;
 mod server;
 
-pub use db::{TestDb, test_db};
+pub use db::{TestDb, standby_of, test_db, wait_replayed};
 pub use server::{Clients, TestServer};
 
 /// Skips the test (returns) when no database is available; see the crate docs.

@@ -69,8 +69,30 @@ impl TestServer {
         Self::start_inner(tweak, true).await
     }
 
+    /// A server whose settled reads go to the hot standby (`TEST_STANDBY_URL`; see
+    /// `standby_of`): `config.database.read_url` is that standby's copy of the test database.
+    pub async fn start_standby(tweak: impl FnOnce(&mut Config)) -> Option<TestServer> {
+        let db = test_db().await?;
+        let standby = crate::db::standby_of(&db).await?;
+        Some(
+            Self::start_on(
+                db,
+                |c| {
+                    c.database.read_url = standby;
+                    tweak(c)
+                },
+                false,
+            )
+            .await,
+        )
+    }
+
     async fn start_inner(tweak: impl FnOnce(&mut Config), mcp: bool) -> Option<TestServer> {
         let db = test_db().await?;
+        Some(Self::start_on(db, tweak, mcp).await)
+    }
+
+    async fn start_on(db: crate::TestDb, tweak: impl FnOnce(&mut Config), mcp: bool) -> TestServer {
         let mut config = Config::default();
         config.database.url = db.url.clone();
         config.database.max_connections = 20;
@@ -82,10 +104,12 @@ impl TestServer {
             std::env::temp_dir().join(format!("memex-test-index-{}", db.name)).display().to_string();
         config.embedding.provider = memex_server::config::EmbeddingProvider::None;
         tweak(&mut config);
-        let store = Store::connect(&db.url, &StoreOptions { max_connections: 4, ..Default::default() })
+        // With a standby, the harness's own store reads settled rows from it too (as the server does).
+        let standby_url = Some(config.database.read_url.clone()).filter(|u| !u.is_empty());
+        let store = Store::connect(&db.url, &StoreOptions { max_connections: 4, standby_url, ..Default::default() })
             .await
             .expect("connect the test store");
-        Some(Self::serve_mcp(config, store, |_, _| {}, mcp).await)
+        Self::serve_mcp(config, store, |_, _| {}, mcp).await
     }
 
     /// A second server over the same database, with its own text index and cold caches: what

@@ -56,6 +56,7 @@ impl Background {
             min_connections: 0,
             acquire_timeout: std::time::Duration::from_secs(config.database.acquire_timeout_secs),
             group_commit: None,
+            standby_url: crate::standby_url(config),
         };
         let url = config.database.url.clone();
         let (made, pool) = handle

@@ -41,6 +41,12 @@ pub struct Config {
 pub struct DatabaseConfig {
     /// `postgres://user:password@host:port/db`. The default is the local database `make run` sets up.
     pub url: String,
+    /// A hot standby (streaming replica) of `url`'s database, for reads whose rows never change
+    /// once written: events, artifacts, stored packs, manifests, task-state versions. A row the
+    /// standby has not replayed yet is read on the primary, so answers never lag; what is newest
+    /// (session heads, the current task state, windows, keys) and every write stay on the primary.
+    /// Empty: the primary serves every read. Its pool has `max_connections` of its own.
+    pub read_url: String,
     pub max_connections: u32,
     pub min_connections: u32,
     pub acquire_timeout_secs: u64,
@@ -215,6 +221,7 @@ impl Default for DatabaseConfig {
     fn default() -> Self {
         DatabaseConfig {
             url: DEFAULT_DATABASE_URL.to_owned(),
+            read_url: String::new(),
             max_connections: 32,
             min_connections: 2,
             acquire_timeout_secs: 10,
@@ -361,6 +368,9 @@ impl Config {
         if self.database.url.parse::<url::Url>().is_err() {
             return bad("database.url is not a URL");
         }
+        if !self.database.read_url.is_empty() && self.database.read_url.parse::<url::Url>().is_err() {
+            return bad("database.read_url is not a URL");
+        }
         if self.database.max_connections == 0 || self.database.min_connections > self.database.max_connections {
             return bad("database.max_connections must be > 0 and >= database.min_connections");
         }
@@ -409,6 +419,9 @@ impl Config {
     pub fn redacted(&self) -> String {
         let mut copy = self.clone();
         copy.database.url = redact_url(&copy.database.url);
+        if !copy.database.read_url.is_empty() {
+            copy.database.read_url = redact_url(&copy.database.read_url);
+        }
         if !copy.embedding.api_key.is_empty() {
             copy.embedding.api_key = "***".to_owned();
         }
@@ -542,8 +555,10 @@ mod tests {
     fn redaction_hides_the_password_only() {
         let mut c = Config::default();
         c.database.url = "postgres://memex:hunter2@db:5432/memex".into();
+        c.database.read_url = "postgres://memex:hunter3@standby:5432/memex".into();
         let text = c.redacted();
         assert!(text.contains("postgres://memex:***@db:5432/memex"), "{text}");
-        assert!(!text.contains("hunter2"));
+        assert!(text.contains("postgres://memex:***@standby:5432/memex"), "{text}");
+        assert!(!text.contains("hunter2") && !text.contains("hunter3"));
     }
 }

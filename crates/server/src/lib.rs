@@ -75,6 +75,7 @@ pub async fn connect_store(config: &Config) -> Result<Store, memex_store::StoreE
             max_group_events: config.ingest.group_commit_max_events,
             max_request_events: config.ingest.group_commit_max_request_events,
         }),
+        standby_url: standby_url(config),
     };
     Store::connect(&config.database.url, &opts).await
 }
@@ -107,6 +108,11 @@ async fn wait_for_schema(store: &Store) -> Result<(), ServerError> {
     }
 }
 
+/// The hot standby for settled reads, if one is configured (`[database] read_url`).
+pub(crate) fn standby_url(config: &Config) -> Option<String> {
+    Some(config.database.read_url.clone()).filter(|u| !u.is_empty())
+}
+
 /// A `worker`-role process: the embedding worker, and gRPC health for the orchestrator's probes
 /// (NOT_SERVING once shutdown starts). It serves no memex RPC.
 async fn run_worker(
@@ -133,7 +139,7 @@ async fn run_worker(
         for w in workers {
             w.stop().await;
         }
-        store.pool().close().await;
+        store.close().await;
     };
     if tokio::time::timeout(CLEANUP, cleanup).await.is_err() {
         tracing::warn!(
@@ -364,7 +370,7 @@ pub async fn run_with_mcp(
         if let Some(search) = search {
             search.stop().await;
         }
-        store.pool().close().await;
+        store.close().await;
     };
     if tokio::time::timeout(CLEANUP, cleanup).await.is_err() {
         tracing::warn!(secs = CLEANUP.as_secs(), "background work did not stop in time: abandoned");

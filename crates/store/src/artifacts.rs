@@ -1,7 +1,9 @@
 //! Artifact bytes: zstd on the way in, decompression and hash verification on the way out.
 use memex_event::ArtifactId;
+use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::standby::settled_if;
 use crate::{ArtifactRef, Result, Store, StoreError};
 
 const ZSTD_LEVEL: i32 = 3;
@@ -22,13 +24,16 @@ impl Store {
     /// `Corrupt`, never silently served.
     #[tracing::instrument(name = "store.artifact", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "artifact"))]
     pub async fn artifact(&self, namespace_id: Uuid, id: ArtifactId) -> Result<Artifact> {
-        let row: Option<(i64, String, String, Vec<u8>)> = sqlx::query_as(
-            "SELECT size, media_type, compression, data FROM artifacts WHERE namespace_id = $1 AND id = $2",
-        )
-        .bind(namespace_id)
-        .bind(&id.as_bytes()[..])
-        .fetch_optional(&self.pool)
-        .await?;
+        // Artifacts never change: the standby answers when it has this one.
+        let read = |pool: PgPool| async move {
+            let q = sqlx::query_as::<_, (i64, String, String, Vec<u8>)>(
+                "SELECT size, media_type, compression, data FROM artifacts WHERE namespace_id = $1 AND id = $2",
+            )
+            .bind(namespace_id)
+            .bind(&id.as_bytes()[..]);
+            Ok::<_, StoreError>(q.fetch_optional(&pool).await?)
+        };
+        let row = self.settled(read, |row| settled_if(row.is_some(), row)).await?;
         let (size, media_type, compression, data) = row.ok_or(StoreError::ArtifactNotFound(id))?;
         if compression != "zstd" {
             return Err(StoreError::Corrupt(id));

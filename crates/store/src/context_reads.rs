@@ -1,7 +1,9 @@
 //! Reads the context engine needs: a session's newest events, its standing items, events behind
 //! key pointers, supersession. Every query is scoped by namespace.
+use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::standby::{expected_rows, settled_if};
 use crate::task_state::TaskStateRow;
 
 use crate::read::{EVENT_SELECT, EventRow, event_from_row};
@@ -22,14 +24,24 @@ impl Store {
             "{EVENT_SELECT} WHERE e.session_id = $1 AND e.namespace_id = $2 AND e.seq >= $3 AND e.seq <= $4
              ORDER BY e.seq DESC LIMIT $5"
         );
-        let rows: Vec<EventRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-            .bind(session_id)
-            .bind(namespace_id)
-            .bind(i64::try_from(range.from).unwrap_or(i64::MAX))
-            .bind(range.to.map_or(i64::MAX, |t| i64::try_from(t).unwrap_or(i64::MAX)))
-            .bind(i64::from(limit))
-            .fetch_all(&self.pool)
-            .await?;
+        let sql = &sql;
+        let read = |pool: PgPool| async move {
+            let q = sqlx::query_as::<_, EventRow>(sqlx::AssertSqlSafe(sql.clone()))
+                .bind(session_id)
+                .bind(namespace_id)
+                .bind(i64::try_from(range.from).unwrap_or(i64::MAX))
+                .bind(range.to.map_or(i64::MAX, |t| i64::try_from(t).unwrap_or(i64::MAX)))
+                .bind(i64::from(limit));
+            Ok::<_, StoreError>(q.fetch_all(&pool).await?)
+        };
+        // Settled only below a seq the caller knows exists (`to`).
+        let rows = match range.to {
+            Some(to) => {
+                let want = expected_rows(range.from, to, u64::from(limit));
+                self.settled(read, |rows| settled_if(rows.len() as u64 == want, rows)).await?
+            }
+            None => read(self.pool.clone()).await?,
+        };
         Ok(rows.into_iter().map(event_from_row).collect())
     }
 

@@ -23,6 +23,7 @@ mod packs;
 mod planning;
 mod read;
 mod sessions;
+mod standby;
 mod task_state;
 mod window;
 
@@ -43,6 +44,7 @@ pub use packs::{PackChunk, PackRow};
 pub use planning::{ChildState, DelegationRow, ReportRow};
 pub use read::{EventPage, SeqRange, seq_page_token};
 pub use sessions::{NewSession, SessionFilter, SessionPage};
+pub use standby::StandbyStats;
 pub use task_state::{NewTaskState, TaskStateRow};
 pub use window::{Eviction, ManifestRow, NewCompaction, WindowRow};
 
@@ -50,6 +52,9 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 /// The migrations in `migrations/`, embedded at build time.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
+
+/// Longest a settled read waits for a standby connection before the primary answers it.
+const STANDBY_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Connection-pool settings.
 #[derive(Debug, Clone)]
@@ -59,6 +64,9 @@ pub struct StoreOptions {
     pub acquire_timeout: Duration,
     /// Combine concurrent small appends into shared statements (None: every append on its own).
     pub group_commit: Option<GroupCommitOptions>,
+    /// A hot standby of the same database for settled reads (see `standby.rs`); None: the primary
+    /// serves every read.
+    pub standby_url: Option<String>,
 }
 
 impl Default for StoreOptions {
@@ -68,6 +76,7 @@ impl Default for StoreOptions {
             min_connections: 2,
             acquire_timeout: Duration::from_secs(10),
             group_commit: Some(GroupCommitOptions::default()),
+            standby_url: None,
         }
     }
 }
@@ -77,6 +86,7 @@ impl Default for StoreOptions {
 pub struct Store {
     pool: PgPool,
     group: Option<std::sync::Arc<group::GroupCommitter>>,
+    standby: Option<standby::Standby>,
 }
 
 impl Store {
@@ -90,12 +100,34 @@ impl Store {
             .connect_with(connect.application_name("memex"))
             .await?;
         let group = opts.group_commit.as_ref().map(|g| std::sync::Arc::new(group::GroupCommitter::start(&pool, g)));
-        Ok(Store { pool, group })
+        let standby = match &opts.standby_url {
+            Some(url) => {
+                let connect: PgConnectOptions = url.parse()?;
+                // Lazy, and quick to give up: a standby that is down or saturated costs a read
+                // a short wait before the primary answers, and never stops the server starting.
+                let pool = PgPoolOptions::new()
+                    .max_connections(opts.max_connections)
+                    .min_connections(0)
+                    .acquire_timeout(opts.acquire_timeout.min(STANDBY_ACQUIRE_TIMEOUT))
+                    .connect_lazy_with(connect.application_name("memex-standby"));
+                Some(standby::Standby { pool, stats: Default::default() })
+            }
+            None => None,
+        };
+        Ok(Store { pool, group, standby })
     }
 
     /// A store over an existing pool, writing every append on its own (no group commit).
     pub fn from_pool(pool: PgPool) -> Store {
-        Store { pool, group: None }
+        Store { pool, group: None, standby: None }
+    }
+
+    /// Closes the pools (primary and standby).
+    pub async fn close(&self) {
+        self.pool.close().await;
+        if let Some(s) = &self.standby {
+            s.pool.close().await;
+        }
     }
 
     pub fn pool(&self) -> &PgPool {

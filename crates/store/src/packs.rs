@@ -1,7 +1,9 @@
 //! Stored retrieval packs: exactly what an agent was given, and why, fetchable again by id.
 use chrono::{DateTime, Utc};
+use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::standby::settled_if;
 use crate::{Result, Store, StoreError};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -101,13 +103,19 @@ impl Store {
     /// The stored chunks among `ids` (a stored pack's manifest names them).
     #[tracing::instrument(name = "store.pack_chunks", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "pack_chunks"))]
     pub async fn pack_chunks(&self, namespace_id: Uuid, ids: &[[u8; 16]]) -> Result<Vec<PackChunk>> {
-        let ids: Vec<&[u8]> = ids.iter().map(|id| id.as_slice()).collect();
-        let rows: Vec<(Vec<u8>, Vec<u8>)> =
-            sqlx::query_as("SELECT id, body FROM pack_chunks WHERE namespace_id = $1 AND id = ANY($2::bytea[])")
-                .bind(namespace_id)
-                .bind(&ids)
-                .fetch_all(&self.pool)
-                .await?;
+        let want: std::collections::HashSet<&[u8]> = ids.iter().map(|id| id.as_slice()).collect();
+        let ids: Vec<&[u8]> = want.iter().copied().collect();
+        let ids = &ids;
+        // Chunks never change: the standby answers when it has them all.
+        let read = |pool: PgPool| async move {
+            let q = sqlx::query_as::<_, (Vec<u8>, Vec<u8>)>(
+                "SELECT id, body FROM pack_chunks WHERE namespace_id = $1 AND id = ANY($2::bytea[])",
+            )
+            .bind(namespace_id)
+            .bind(ids);
+            Ok::<_, StoreError>(q.fetch_all(&pool).await?)
+        };
+        let rows = self.settled(read, |rows| settled_if(rows.len() >= want.len(), rows)).await?;
         Ok(rows
             .into_iter()
             .filter_map(|(id, body)| <[u8; 16]>::try_from(id.as_slice()).ok().map(|id| PackChunk { id, body }))
@@ -116,14 +124,17 @@ impl Store {
 
     #[tracing::instrument(name = "store.pack", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "pack"))]
     pub async fn pack(&self, namespace_id: Uuid, id: Uuid) -> Result<PackRow> {
-        let row: Option<Row> = sqlx::query_as(
-            "SELECT id, session_id, task_id, task_state_version, tokenizer, tokens, request, pack, created_at
-             FROM context_packs WHERE id = $1 AND namespace_id = $2",
-        )
-        .bind(id)
-        .bind(namespace_id)
-        .fetch_optional(&self.pool)
-        .await?;
+        // Stored packs never change: the standby answers when it has this one.
+        let read = |pool: PgPool| async move {
+            let q = sqlx::query_as::<_, Row>(
+                "SELECT id, session_id, task_id, task_state_version, tokenizer, tokens, request, pack, created_at
+                 FROM context_packs WHERE id = $1 AND namespace_id = $2",
+            )
+            .bind(id)
+            .bind(namespace_id);
+            Ok::<_, StoreError>(q.fetch_optional(&pool).await?)
+        };
+        let row = self.settled(read, |row| settled_if(row.is_some(), row)).await?;
         let r = row.ok_or(StoreError::PackNotFound(id))?;
         Ok(PackRow {
             id: r.0,

@@ -1,8 +1,10 @@
 //! Reading events back: by id, or by a session's seq range, paginated.
 use chrono::{DateTime, Utc};
 use memex_event::{ArtifactId, FieldError};
+use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::standby::{expected_rows, settled_if};
 use crate::{ArtifactRef, Event, Result, Store, StoreError};
 
 /// An inclusive seq range; `to = None` reads to the end of the session.
@@ -73,12 +75,17 @@ pub(crate) fn event_from_row(r: EventRow) -> Event {
 
 impl Store {
     /// The events with these ids, in the order asked. An id that is not an event of this
-    /// namespace is `EventNotFound`, naming its position (`event_ids[2]`).
+    /// namespace is `EventNotFound`, naming its position (`event_ids[2]`). Events never change,
+    /// so the standby answers when it has them all.
     #[tracing::instrument(name = "store.events_by_ids", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "events_by_ids"))]
     pub async fn events_by_ids(&self, namespace_id: Uuid, ids: &[Uuid]) -> Result<Vec<Event>> {
         let sql = format!("{EVENT_SELECT} WHERE e.id = ANY($1) AND e.namespace_id = $2");
-        let rows: Vec<EventRow> =
-            sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(ids).bind(namespace_id).fetch_all(&self.pool).await?;
+        let sql = &sql;
+        let read = |pool: PgPool| async move {
+            let q = sqlx::query_as::<_, EventRow>(sqlx::AssertSqlSafe(sql.clone())).bind(ids).bind(namespace_id);
+            Ok::<_, StoreError>(q.fetch_all(&pool).await?)
+        };
+        let rows = self.settled(read, |rows| settled_if(rows.len() >= ids.len(), rows)).await?;
         let by_id: std::collections::HashMap<Uuid, Event> =
             rows.into_iter().map(event_from_row).map(|e| (e.id, e)).collect();
         ids.iter()
@@ -111,14 +118,24 @@ impl Store {
             "{EVENT_SELECT} WHERE e.session_id = $1 AND e.namespace_id = $2 AND e.seq >= $3 AND e.seq <= $4
              ORDER BY e.seq LIMIT $5"
         );
-        let rows: Vec<EventRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-            .bind(session_id)
-            .bind(namespace_id)
-            .bind(from as i64)
-            .bind(to)
-            .bind(i64::from(page_size) + 1)
-            .fetch_all(&self.pool)
-            .await?;
+        let sql = &sql;
+        let read = |pool: PgPool| async move {
+            let q = sqlx::query_as::<_, EventRow>(sqlx::AssertSqlSafe(sql.clone()))
+                .bind(session_id)
+                .bind(namespace_id)
+                .bind(from as i64)
+                .bind(to)
+                .bind(i64::from(page_size) + 1);
+            Ok::<_, StoreError>(q.fetch_all(&pool).await?)
+        };
+        // Settled only below a head the caller knows (`to`): a complete log has every seq there.
+        let rows = match range.to {
+            Some(to) => {
+                let want = expected_rows(from, to, u64::from(page_size) + 1);
+                self.settled(read, |rows| settled_if(rows.len() as u64 == want, rows)).await?
+            }
+            None => read(self.pool.clone()).await?,
+        };
         if rows.is_empty() {
             // Tell an empty range apart from a session that is not there.
             self.session(namespace_id, session_id).await?;

@@ -1,7 +1,9 @@
 //! Versioned task state: every version kept, updates compare-and-swap on the version number.
 use chrono::{DateTime, Utc};
+use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::standby::settled_if;
 use crate::{Result, Store, StoreError};
 
 /// One stored version of a task's state.
@@ -114,12 +116,17 @@ impl Store {
                 let sql = format!(
                     "SELECT {COLUMNS} FROM task_states WHERE namespace_id = $1 AND task_id = $2 AND version = $3"
                 );
-                sqlx::query_as(sqlx::AssertSqlSafe(sql))
-                    .bind(namespace_id)
-                    .bind(task_id)
-                    .bind(i64::try_from(v).unwrap_or(i64::MAX))
-                    .fetch_optional(&self.pool)
-                    .await?
+                // A numbered version never changes: the standby answers when it has it. The
+                // current version is the primary's to say (below).
+                let sql = &sql;
+                let read = |pool: PgPool| async move {
+                    let q = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(sql.clone()))
+                        .bind(namespace_id)
+                        .bind(task_id)
+                        .bind(i64::try_from(v).unwrap_or(i64::MAX));
+                    Ok::<_, StoreError>(q.fetch_optional(&pool).await?)
+                };
+                self.settled(read, |row| settled_if(row.is_some(), row)).await?
             }
             None => {
                 let sql = format!(

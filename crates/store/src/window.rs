@@ -2,8 +2,10 @@
 //! where evicted events were. A compaction commits in one statement, compare-and-swap on the
 //! window's version, so concurrent compactions of one window cannot both apply.
 use chrono::{DateTime, Utc};
+use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::standby::settled_if;
 use crate::{Result, Store, StoreError};
 
 /// A window's state: its version (compactions so far) and its manifests, oldest first.
@@ -103,8 +105,8 @@ WITH w AS (
     SELECT $5, $2, $1, v.version, $6, $7, $8, $9, $10, $11, $12, $13 FROM v
     RETURNING 1
 ), e AS (
-    INSERT INTO window_evictions (session_id, first_seq, last_seq, manifest_id)
-    SELECT $1, t.f, t.l, $5 FROM v, UNNEST($14::int8[], $15::int8[]) AS t (f, l)
+    INSERT INTO window_evictions (session_id, namespace_id, first_seq, last_seq, manifest_id)
+    SELECT $1, $2, t.f, t.l, $5 FROM v, UNNEST($14::int8[], $15::int8[]) AS t (f, l)
     RETURNING 1
 )
 SELECT v.version, (SELECT count(*) FROM m), (SELECT count(*) FROM e) FROM v
@@ -131,9 +133,11 @@ impl Store {
             return Ok((WindowRow::default(), Vec::new(), Vec::new()));
         };
         let evictions: Vec<(i64, i64, Uuid)> = sqlx::query_as(
-            "SELECT first_seq, last_seq, manifest_id FROM window_evictions WHERE session_id = $1 ORDER BY first_seq",
+            "SELECT first_seq, last_seq, manifest_id FROM window_evictions WHERE session_id = $1 AND namespace_id = $2
+             ORDER BY first_seq",
         )
         .bind(session_id)
+        .bind(namespace_id)
         .fetch_all(&self.pool)
         .await?;
         let found = self.manifests_in_order(namespace_id, &manifests).await?;
@@ -160,7 +164,7 @@ impl Store {
                     COALESCE(array_agg(e.first_seq ORDER BY e.first_seq) FILTER (WHERE e.first_seq IS NOT NULL), '{}'),
                     COALESCE(array_agg(e.last_seq ORDER BY e.first_seq) FILTER (WHERE e.first_seq IS NOT NULL), '{}'),
                     COALESCE(array_agg(e.manifest_id ORDER BY e.first_seq) FILTER (WHERE e.first_seq IS NOT NULL), '{}')
-             FROM context_windows w LEFT JOIN window_evictions e ON e.session_id = w.session_id
+             FROM context_windows w LEFT JOIN window_evictions e ON e.session_id = w.session_id AND e.namespace_id = w.namespace_id
              WHERE w.session_id = $1 AND w.namespace_id = $2
              GROUP BY w.version, w.manifests",
         )
@@ -227,8 +231,13 @@ impl Store {
     #[tracing::instrument(name = "store.manifest", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "manifest"))]
     pub async fn manifest(&self, namespace_id: Uuid, id: Uuid) -> Result<ManifestRow> {
         let sql = format!("SELECT {MANIFEST_COLUMNS} FROM pointer_manifests WHERE id = $1 AND namespace_id = $2");
-        let row: Option<ManifestDbRow> =
-            sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(id).bind(namespace_id).fetch_optional(&self.pool).await?;
+        // Manifests never change: the standby answers when it has this one.
+        let sql = &sql;
+        let read = |pool: PgPool| async move {
+            let q = sqlx::query_as::<_, ManifestDbRow>(sqlx::AssertSqlSafe(sql.clone())).bind(id).bind(namespace_id);
+            Ok::<_, StoreError>(q.fetch_optional(&pool).await?)
+        };
+        let row = self.settled(read, |row| settled_if(row.is_some(), row)).await?;
         row.map(manifest_from_row).ok_or(StoreError::ManifestNotFound(id))
     }
 }
