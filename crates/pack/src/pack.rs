@@ -149,17 +149,8 @@ fn tail_block(req: &PackRequest, counter: &dyn TokenCounter) -> (String, usize, 
         if chosen.is_empty() {
             return (String::new(), 0, Vec::new());
         }
-        let head = format!("{TAIL_HEADER}{legend}");
-        let mut text = head.clone();
-        for (t, _, _) in &chosen {
-            text.push('\n');
-            text.push_str(t);
-        }
-        // The entries' own counts (cached across packs) and only their last lines again: the
-        // assembled block is new text whenever the session moved.
-        let mut parts: Vec<(&str, usize)> = vec![(head.as_str(), counter.count(&head))];
-        parts.extend(chosen.iter().map(|(t, n, _)| (t.as_str(), *n)));
-        let tokens = memex_tokens::count_joined(counter, &parts, "\n");
+        let parts: Vec<(&str, usize)> = chosen.iter().map(|(t, n, _)| (t.as_str(), *n)).collect();
+        let (text, tokens) = joined_block(&format!("{TAIL_HEADER}{legend}"), &parts, counter);
         if tokens <= budget {
             let items = chosen
                 .into_iter()
@@ -198,6 +189,22 @@ fn item_of(
     }
 }
 
+/// `head`, then each part (with its own token count) after a newline, and the token count of the
+/// whole as counting it would give: from the parts' counts (cached across packs), recounting only
+/// the head and each part's last lines (`memex_tokens::count_joined`). The assembled block is new
+/// text in nearly every pack, so counting it whole never hits the count cache.
+fn joined_block(head: &str, parts: &[(&str, usize)], counter: &dyn TokenCounter) -> (String, usize) {
+    let mut text = head.to_owned();
+    for (p, _) in parts {
+        text.push('\n');
+        text.push_str(p);
+    }
+    let mut all: Vec<(&str, usize)> = Vec::with_capacity(parts.len() + 1);
+    all.push((head, counter.count(head)));
+    all.extend_from_slice(parts);
+    (text, memex_tokens::count_joined(counter, &all, "\n"))
+}
+
 /// The retrieval block under construction.
 struct Retrieval {
     text: String,
@@ -212,31 +219,17 @@ struct Retrieval {
 }
 
 impl Retrieval {
-    /// Renders `text` from the items and counts it (see `count`).
+    /// Renders `text` from the items and counts it.
     fn assemble(&mut self, counter: &dyn TokenCounter) {
         if self.items.is_empty() {
             self.text.clear();
             self.tokens = 0;
             return;
         }
-        let mut text = format!("{RETRIEVAL_HEADER}{}\n", self.legend);
-        for p in &self.parts {
-            text.push('\n');
-            text.push_str(p);
-        }
-        self.text = text;
-        self.tokens = self.count(counter);
-    }
-
-    /// The token count of `text`, as counting it would give, from the items' own counts: only the
-    /// head and each item's last lines are counted again (`memex_tokens::count_joined`), not the
-    /// whole block, which is new text in every pack.
-    fn count(&self, counter: &dyn TokenCounter) -> usize {
         let head = format!("{RETRIEVAL_HEADER}{}\n", self.legend);
-        let mut parts: Vec<(&str, usize)> = Vec::with_capacity(self.parts.len() + 1);
-        parts.push((head.as_str(), counter.count(&head)));
-        parts.extend(self.parts.iter().zip(&self.items).map(|(p, i)| (p.as_str(), i.tokens)));
-        memex_tokens::count_joined(counter, &parts, "\n")
+        let parts: Vec<(&str, usize)> =
+            self.parts.iter().zip(&self.items).map(|(p, i)| (p.as_str(), i.tokens)).collect();
+        (self.text, self.tokens) = joined_block(&head, &parts, counter);
     }
 
     /// Drops the lowest-ranked item (the last added), recording why.

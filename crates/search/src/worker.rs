@@ -140,8 +140,8 @@ struct Shared {
     /// Sessions with a job of this worker queued or being embedded: never claimed again meanwhile,
     /// or a slow model (a job waiting longer than the lease) would have the same events embedded twice.
     busy: std::sync::Mutex<std::collections::HashSet<Uuid>>,
-    /// Set by `stop`: a worker waiting for a quiet foreground gives up its job.
-    stopping: std::sync::atomic::AtomicBool,
+    /// True once the worker is asked to stop: one waiting for a quiet foreground gives up its job.
+    stop: watch::Receiver<bool>,
 }
 
 /// A claimed piece of work: events `(after, upto]` of one session.
@@ -175,6 +175,7 @@ impl EmbeddingWorker {
         if opts.vector_index {
             ensure_model_index(store.pool(), embedder.info()).await?;
         }
+        let (stop, stop_rx) = watch::channel(false);
         let shared = Arc::new(Shared {
             foreground,
             store,
@@ -184,11 +185,10 @@ impl EmbeddingWorker {
             counters: Counters::default(),
             wake: Notify::new(),
             busy: std::sync::Mutex::new(std::collections::HashSet::new()),
-            stopping: std::sync::atomic::AtomicBool::new(false),
+            stop: stop_rx,
         });
-        let (stop, stop_rx) = watch::channel(false);
         let (tx, rx) = mpsc::channel::<Job>(opts.queue_capacity.max(1));
-        let reader = tokio::spawn(read_loop(shared.clone(), tx, stop_rx));
+        let reader = tokio::spawn(read_loop(shared.clone(), tx));
         let embedder = tokio::spawn(embed_loop(shared.clone(), rx));
         tracing::info!(model = %shared.embedder.info().name, dim = shared.embedder.info().dim, "embedding worker started");
         Ok(EmbeddingWorker { shared, stop, tasks: vec![reader, embedder] })
@@ -231,7 +231,6 @@ impl EmbeddingWorker {
 
     /// Stops claiming work, finishes the job in hand and returns.
     pub async fn stop(mut self) {
-        self.shared.stopping.store(true, Ordering::SeqCst);
         let _ = self.stop.send(true);
         self.shared.wake.notify_one();
         for t in self.tasks.drain(..) {
@@ -271,7 +270,6 @@ impl WorkerProbe {
 
 impl Drop for EmbeddingWorker {
     fn drop(&mut self) {
-        self.shared.stopping.store(true, Ordering::SeqCst);
         let _ = self.stop.send(true);
         self.shared.wake.notify_one();
     }
@@ -311,7 +309,8 @@ fn record_error(s: &Shared, what: &str, e: &IndexError) {
     }
 }
 
-async fn read_loop(s: Arc<Shared>, tx: mpsc::Sender<Job>, mut stop: watch::Receiver<bool>) {
+async fn read_loop(s: Arc<Shared>, tx: mpsc::Sender<Job>) {
+    let mut stop = s.stop.clone();
     let mut backoff = s.opts.poll_interval;
     while !*stop.borrow() {
         let claimed = match claim(&s).await {
@@ -477,7 +476,7 @@ async fn step_aside(s: &Shared, session_id: Uuid) -> Result<bool, IndexError> {
     let mut renewed = Instant::now();
     let mut quiet_since: Option<Instant> = None;
     let go = loop {
-        if s.stopping.load(Ordering::SeqCst) {
+        if *s.stop.borrow() {
             break false;
         }
         let now = Instant::now();
