@@ -12,8 +12,6 @@ use serde_json::Value;
 
 /// The image's paths (scripts/build-image-rootfs.sh; services/memex/tests/image.rs checks them).
 const MODEL_DIR: &str = "/opt/memex/models/all-MiniLM-L6-v2";
-/// After the drain, `memex_server::run` gives its background work this long to stop.
-const CLEANUP_SECS: i64 = 3;
 
 #[derive(Default)]
 pub struct Manifests {
@@ -262,7 +260,7 @@ pub fn check_memex(m: &Manifests, release: &str) {
         // Termination: preStop, then shutdown_grace_secs of drain and the clean-up, within the grace.
         let pre_stop = c.lifecycle.as_ref().and_then(|l| l.pre_stop.as_ref()).and_then(|h| h.sleep.as_ref());
         let pre_stop = pre_stop.unwrap_or_else(|| panic!("{role}: a preStop sleep")).seconds;
-        let needed = pre_stop + config.shutdown_grace_secs as i64 + CLEANUP_SECS;
+        let needed = pre_stop + config.shutdown_grace_secs as i64 + memex_server::CLEANUP.as_secs() as i64;
         let grace = pod.termination_grace_period_seconds.unwrap_or(30);
         assert!(grace >= needed, "{role}: terminationGracePeriodSeconds {grace} < {needed}");
 

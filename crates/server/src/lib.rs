@@ -169,8 +169,9 @@ fn mcp_options(config: &Config, grpc: std::net::SocketAddr) -> memex_mcp::http::
     }
 }
 
-/// After the RPCs, how long the background work (index loop, embedding worker, the pool) gets to stop.
-const CLEANUP: Duration = Duration::from_secs(3);
+/// After the RPCs, how long the background work (index loop, embedding worker, the pool) gets to
+/// stop (a pod's termination grace must cover it: deploy/ is checked against it).
+pub const CLEANUP: Duration = Duration::from_secs(3);
 
 /// Serves memex on `listener` until `shutdown` completes, then drains in-flight RPCs for up to
 /// `config.shutdown_grace_secs` before returning. With `mcp.http` on, MCP over streamable HTTP is
