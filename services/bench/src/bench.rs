@@ -29,6 +29,8 @@ pub enum BenchCommand {
     Pack(super::bench_pack::PackArgs),
     /// search and build_pack through MCP (streamable HTTP) vs direct gRPC: p50/p99.
     Mcp(super::bench_mcp::McpBenchArgs),
+    /// The events a trace file or a trajectory becomes, with their seqs (for labelling).
+    Events(super::bench_events::EventsArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -104,6 +106,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Needle(args) => super::bench_needle::run(args).await,
         BenchCommand::Pack(args) => super::bench_pack::run(args).await,
         BenchCommand::Mcp(args) => super::bench_mcp::run(args).await,
+        BenchCommand::Events(args) => super::bench_events::run(args),
     }
 }
 

@@ -2,6 +2,7 @@
 //! of them. Each subcommand prints its figures, then one JSON line.
 mod baselines;
 mod bench;
+mod bench_events;
 mod bench_locomo;
 mod bench_longmemeval;
 mod bench_mcp;

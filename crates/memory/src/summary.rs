@@ -1,0 +1,297 @@
+//! Extractive summaries. A segment's summary is chosen from its own sentences, call lines and
+//! key output lines, each kept verbatim (so exact numbers, identifiers and error strings survive)
+//! and cited by seq: greedy coverage of the segment's weighted keywords, with a lift for what a
+//! reader most needs (the user's words, errors, numbers, identifiers), up to ~15% of the
+//! segment's tokens clamped to 200–2,000 (§3.3). A topic's summary is chosen the same way from
+//! its segments' summaries, ~200 tokens, with a one-paragraph description.
+use std::collections::{BTreeMap, BTreeSet};
+
+use memex_tokens::TokenCounter;
+use serde::{Deserialize, Serialize};
+
+use crate::facts::dialogue_sentences;
+use crate::model::{PartRole, Summary, SummaryLine, Turn};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SummaryConfig {
+    /// Share of a segment's tokens its summary aims at.
+    pub ratio: f64,
+    /// The aim's bounds, in tokens.
+    pub min_tokens: usize,
+    pub max_tokens: usize,
+    /// A topic summary's size, in tokens.
+    pub topic_tokens: usize,
+    /// A topic description's length, in words.
+    pub description_words: usize,
+}
+
+impl Default for SummaryConfig {
+    fn default() -> Self {
+        SummaryConfig { ratio: 0.15, min_tokens: 200, max_tokens: 2_000, topic_tokens: 200, description_words: 80 }
+    }
+}
+
+/// Longest unit a summary takes whole (characters); longer sentences are passed over.
+const MAX_UNIT_CHARS: usize = 600;
+
+/// A candidate line: where it came from, its text as rendered, its content terms.
+struct Unit {
+    seq: u64,
+    order: usize,
+    text: String,
+    terms: BTreeSet<String>,
+    lift: f64,
+    tokens: usize,
+}
+
+fn has_digit(s: &str) -> bool {
+    s.chars().any(|c| c.is_ascii_digit())
+}
+
+fn has_identifier(s: &str) -> bool {
+    s.contains('`')
+        || s.contains("::")
+        || s.contains('_')
+        || s.contains('/')
+        || s.split_whitespace().any(|w| {
+            let w = w.trim_matches(|c: char| !c.is_alphanumeric());
+            w.len() > 3 && w.chars().skip(1).any(char::is_uppercase) && w.chars().any(char::is_lowercase)
+        })
+}
+
+fn lift_of(role: PartRole, text: &str) -> f64 {
+    let mut l = match role {
+        PartRole::User => 1.4,
+        PartRole::Output => 1.5,
+        PartRole::Note => 1.3,
+        PartRole::Assistant => 1.0,
+        PartRole::Call => 0.8,
+    };
+    if has_digit(text) {
+        l *= 1.15;
+    }
+    if has_identifier(text) {
+        l *= 1.15;
+    }
+    l
+}
+
+fn terms_of(text: &str) -> BTreeSet<String> {
+    crate::tags::keywords(text).into_iter().collect()
+}
+
+/// The aim for a source of `tokens` tokens.
+pub fn target_tokens(tokens: usize, cfg: &SummaryConfig) -> usize {
+    let aim = (tokens as f64 * cfg.ratio).round() as usize;
+    aim.clamp(cfg.min_tokens, cfg.max_tokens).min(tokens)
+}
+
+/// The units of a segment's turns: each sentence of what was said, each call line, each key
+/// output line, labelled by role.
+fn units(turns: &[Turn], counter: &dyn TokenCounter) -> Vec<Unit> {
+    let mut out = Vec::new();
+    for t in turns {
+        for p in &t.parts {
+            let pieces: Vec<String> = match p.role {
+                PartRole::User | PartRole::Assistant | PartRole::Note => dialogue_sentences(&p.text),
+                PartRole::Call | PartRole::Output => vec![p.text.clone()],
+            };
+            for s in pieces {
+                if s.chars().count() > MAX_UNIT_CHARS || s.trim().is_empty() {
+                    continue;
+                }
+                let text = format!("[{}] {}", p.role.label(), s.trim());
+                let tokens = counter.count(&text) + 1;
+                let order = out.len();
+                out.push(Unit { seq: p.seq, order, terms: terms_of(&s), lift: lift_of(p.role, &s), tokens, text });
+            }
+        }
+    }
+    out
+}
+
+/// Greedy weighted coverage: pick the unit whose uncovered terms weigh most (times its lift, per
+/// square root of its tokens) until `target` tokens are used or nothing new is covered.
+fn choose(units: Vec<Unit>, target: usize, must_first: Option<usize>) -> Vec<Unit> {
+    let mut weight: BTreeMap<String, f64> = BTreeMap::new();
+    for u in &units {
+        for t in &u.terms {
+            *weight.entry(t.clone()).or_default() += 1.0;
+        }
+    }
+    let mut covered: BTreeSet<String> = BTreeSet::new();
+    let mut left: Vec<Option<Unit>> = units.into_iter().map(Some).collect();
+    let mut chosen: Vec<Unit> = Vec::new();
+    let mut used = 0usize;
+    if let Some(i) = must_first
+        && let Some(u) = left.get_mut(i).and_then(Option::take)
+        && u.tokens <= target
+    {
+        used += u.tokens;
+        covered.extend(u.terms.iter().cloned());
+        chosen.push(u);
+    }
+    loop {
+        let mut best: Option<(f64, usize)> = None;
+        for (i, u) in left.iter().enumerate() {
+            let Some(u) = u else { continue };
+            if used + u.tokens > target {
+                continue;
+            }
+            let gain: f64 = u.terms.iter().filter(|t| !covered.contains(*t)).map(|t| weight[t]).sum::<f64>() * u.lift
+                / (u.tokens as f64).sqrt();
+            if gain > 0.0 && best.is_none_or(|(b, _)| gain > b) {
+                best = Some((gain, i));
+            }
+        }
+        let Some((_, i)) = best else { break };
+        let Some(u) = left[i].take() else { break };
+        used += u.tokens;
+        covered.extend(u.terms.iter().cloned());
+        chosen.push(u);
+    }
+    chosen.sort_by_key(|u| u.order);
+    chosen
+}
+
+fn finish(chosen: Vec<Unit>, counter: &dyn TokenCounter) -> Summary {
+    let lines: Vec<SummaryLine> = chosen.into_iter().map(|u| SummaryLine { seq: u.seq, text: u.text }).collect();
+    let mut s = Summary { lines, tokens: 0 };
+    s.tokens = counter.count(&s.render());
+    s
+}
+
+/// A segment's extractive summary, aiming at [`target_tokens`] of its turns' tokens. The user's
+/// first request in the segment is always kept when it fits.
+pub fn summarize_segment(
+    turns: &[Turn],
+    segment_tokens: usize,
+    cfg: &SummaryConfig,
+    counter: &dyn TokenCounter,
+) -> Summary {
+    let target = target_tokens(segment_tokens, cfg).max(1);
+    let units = units(turns, counter);
+    let first_user = units.iter().position(|u| u.text.starts_with("[user]"));
+    let mut summary = finish(choose(units, target, first_user), counter);
+    // Joining lines can add a token or two over the sum; drop from the end until it fits.
+    while summary.tokens > target && summary.lines.len() > 1 {
+        summary.lines.pop();
+        summary.tokens = counter.count(&summary.render());
+    }
+    summary
+}
+
+/// A topic's summary, chosen from its segments' summary lines (each keeps its seq and the index
+/// of its segment in `segments`): lines that name the topic first, then coverage.
+pub fn summarize_topic(
+    tag: &str,
+    segments: &[&Summary],
+    cfg: &SummaryConfig,
+    counter: &dyn TokenCounter,
+) -> (Summary, Vec<usize>) {
+    let tag_terms: BTreeSet<String> = terms_of(&tag.replace(['-', '.', '/'], " "));
+    let mut units = Vec::new();
+    let mut owner = Vec::new();
+    for (si, s) in segments.iter().enumerate() {
+        for l in &s.lines {
+            let terms = terms_of(&l.text);
+            let names_tag = !tag_terms.is_empty() && tag_terms.is_subset(&terms);
+            let lift = if names_tag { 2.0 } else { 1.0 } * if l.text.starts_with("[user]") { 1.2 } else { 1.0 };
+            let tokens = counter.count(&l.text) + 1;
+            owner.push(si);
+            units.push(Unit { seq: l.seq, order: units.len(), text: l.text.clone(), terms, lift, tokens });
+        }
+    }
+    let chosen = choose(units, cfg.topic_tokens, None);
+    let owners = chosen.iter().map(|u| owner[u.order]).collect();
+    let mut s = finish(chosen, counter);
+    while s.tokens > cfg.topic_tokens && s.lines.len() > 1 {
+        s.lines.pop();
+        s.tokens = counter.count(&s.render());
+    }
+    (s, owners)
+}
+
+/// A topic's description: where it occurs, then its summary's first lines, in at most
+/// `description_words` words.
+pub fn describe_topic(
+    tag: &str,
+    segments: usize,
+    sessions: usize,
+    span: &str,
+    summary: &Summary,
+    cfg: &SummaryConfig,
+) -> String {
+    let mut words: Vec<String> = format!(
+        "{tag}: {segments} segment{} in {sessions} session{}, {span}.",
+        if segments == 1 { "" } else { "s" },
+        if sessions == 1 { "" } else { "s" }
+    )
+    .split_whitespace()
+    .map(str::to_owned)
+    .collect();
+    for l in &summary.lines {
+        let text = l.text.split_once("] ").map_or(l.text.as_str(), |(_, t)| t);
+        for w in text.split_whitespace() {
+            if words.len() >= cfg.description_words {
+                break;
+            }
+            words.push(w.to_owned());
+        }
+    }
+    words.truncate(cfg.description_words);
+    words.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::ev;
+    use crate::turns::turns;
+    use memex_tokens::Tokenizer;
+
+    struct Counter;
+    impl TokenCounter for Counter {
+        fn count(&self, text: &str) -> usize {
+            Tokenizer::O200kBase.count(text)
+        }
+    }
+
+    #[test]
+    fn a_summary_keeps_the_request_and_the_error_verbatim_within_its_aim() {
+        let mut events =
+            vec![ev(1, "user_message", "The importer crashes on files over 2 GiB; fix it without a new dependency.")];
+        for i in 0..30u64 {
+            events.push(ev(
+                2 + 3 * i,
+                "assistant_message",
+                &format!("Looking at chunk reader step {i}, the buffer logic is subtle and long winded here."),
+            ));
+            events.push(ev(3 + 3 * i, "tool_call", "cargo test -p importer").tool("Bash", &format!("c{i}")));
+            events.push(
+                ev(
+                    4 + 3 * i,
+                    "tool_result",
+                    if i == 5 { "error[E0308]: mismatched types in src/read.rs" } else { "ok" },
+                )
+                .call_id(&format!("c{i}")),
+            );
+        }
+        let t = turns(&events);
+        let tokens: usize = t.iter().map(|t| Counter.count(&t.text())).sum();
+        let cfg = SummaryConfig { min_tokens: 60, ..SummaryConfig::default() };
+        let s = summarize_segment(&t, tokens, &cfg, &Counter);
+        assert!(s.tokens <= target_tokens(tokens, &cfg), "{} > {}", s.tokens, target_tokens(tokens, &cfg));
+        assert_eq!(s.tokens, Counter.count(&s.render()));
+        assert_eq!(
+            s.lines[0].text,
+            "[user] The importer crashes on files over 2 GiB; fix it without a new dependency."
+        );
+        assert!(
+            s.lines.iter().any(|l| l.text == "[output] error[E0308]: mismatched types in src/read.rs" && l.seq == 19)
+        );
+        // Deterministic.
+        assert_eq!(s, summarize_segment(&t, tokens, &cfg, &Counter));
+    }
+}

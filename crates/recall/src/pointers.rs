@@ -1,0 +1,80 @@
+//! Seqs to pointers: every answer cites `session:first-last` in the session's full view. The
+//! lines asked for are batched per session and asked once per answer.
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use memex_event::{NamespaceId, Seq, SessionId};
+use memex_pointer::{FullView, LineRange, Pointer, Stability, ViewLines};
+use uuid::Uuid;
+
+use crate::RecallError;
+
+/// Most seqs asked at each end of a span: a span's pointer runs from its first placed event to
+/// its last.
+const ENDS: u64 = 24;
+
+#[derive(Default)]
+pub struct PointerBatch {
+    wanted: BTreeMap<Uuid, BTreeSet<u64>>,
+    known: HashMap<(Uuid, u64), ViewLines>,
+}
+
+impl PointerBatch {
+    /// Asks for the seqs a span's pointer needs (its ends).
+    pub fn want_span(&mut self, session: Uuid, first: u64, last: u64) {
+        let set = self.wanted.entry(session).or_default();
+        let (first, last) = (first.min(last), first.max(last));
+        for s in first..=last.min(first + ENDS) {
+            set.insert(s);
+        }
+        for s in last.saturating_sub(ENDS).max(first)..=last {
+            set.insert(s);
+        }
+    }
+
+    pub fn want(&mut self, session: Uuid, seq: u64) {
+        self.wanted.entry(session).or_default().insert(seq);
+    }
+
+    /// Looks the wanted seqs up, one call per session. A session the full view cannot find
+    /// (gone) leaves its pointers empty.
+    pub async fn resolve(&mut self, ns: Uuid, view: &dyn FullView) -> Result<(), RecallError> {
+        for (session, seqs) in std::mem::take(&mut self.wanted) {
+            let seqs: Vec<Seq> =
+                seqs.into_iter().filter(|s| !self.known.contains_key(&(session, *s))).map(Seq).collect();
+            if seqs.is_empty() {
+                continue;
+            }
+            let lines = match view.lines(NamespaceId(ns), SessionId(session), &seqs, Stability::Current).await {
+                Ok(l) => l,
+                Err(memex_pointer::FullViewError::SessionNotFound(_)) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            for (s, l) in seqs.iter().zip(lines) {
+                if let Some(l) = l {
+                    self.known.insert((session, s.0), l);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The pointer of a span: from its first placed event's first line to the last line of the
+    /// last placed event in the same chain. Empty when none of its events renders lines.
+    pub fn span(&self, session: Uuid, first: u64, last: u64) -> String {
+        let (first, last) = (first.min(last), first.max(last));
+        let Some(start) = (first..=last.min(first + ENDS)).find_map(|s| self.known.get(&(session, s))) else {
+            return String::new();
+        };
+        let end = (last.saturating_sub(ENDS).max(first)..=last)
+            .rev()
+            .filter_map(|s| self.known.get(&(session, s)))
+            .find(|l| l.chain == start.chain && l.range.last >= start.range.first)
+            .unwrap_or(start);
+        let range = LineRange { first: start.range.first, last: end.range.last.max(start.range.first) };
+        Pointer { session: SessionId(session), chain: start.chain, range }.to_string()
+    }
+
+    pub fn one(&self, session: Uuid, seq: u64) -> String {
+        self.span(session, seq, seq)
+    }
+}

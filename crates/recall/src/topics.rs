@@ -1,0 +1,246 @@
+//! Rebuilding a namespace's topics after its segments changed: canonical tags and aliases,
+//! subtopics of over-broad tags, the set cover (all `memex_memory::topics`), and the summary of
+//! every topic whose segments changed (`memex_memory::summary`), written in one transaction.
+use std::collections::{BTreeMap, HashMap};
+
+use chrono::{DateTime, Utc};
+use memex_memory::summary::{describe_topic, summarize_topic};
+use memex_memory::topics::{SegmentTags, build_topics, distinct_tags};
+use memex_memory::{Summary, SummaryLine};
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::RecallError;
+use crate::worker::WorkerParts;
+
+/// A line of a topic summary: the segment line it was chosen from, with its session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicLine {
+    pub session: Uuid,
+    pub seq: u64,
+    pub text: String,
+}
+
+/// Segments of a topic whose summaries a topic summary is chosen from (the newest).
+const SUMMARY_SOURCES: usize = 50;
+
+/// Whether some namespace's topics are behind its segments.
+pub async fn any_due(pool: &PgPool, scope: Option<&[Uuid]>) -> Result<bool, RecallError> {
+    let (n,): (i64,) = sqlx::query_as(
+        "SELECT count(*) FROM memory_namespaces WHERE version > built_version
+           AND ($1::uuid[] IS NULL OR namespace_id = ANY($1))",
+    )
+    .bind(scope)
+    .fetch_one(pool)
+    .await?;
+    Ok(n > 0)
+}
+
+/// Rebuilds the topics of each namespace that is due (behind, and not rebuilt within
+/// `topic_interval_ms`), one replica at a time (a lease). Returns how many were rebuilt.
+pub async fn rebuild_due(parts: &WorkerParts, owner: &str, scope: Option<&[Uuid]>) -> Result<u64, RecallError> {
+    let pool = parts.store.pool();
+    let due: Vec<(Uuid, i64)> = sqlx::query_as(
+        "UPDATE memory_namespaces SET leased_until = now() + interval '60 seconds', leased_by = $1
+         WHERE namespace_id IN (
+             SELECT namespace_id FROM memory_namespaces
+             WHERE version > built_version AND ($2::uuid[] IS NULL OR namespace_id = ANY($2))
+               AND (leased_until IS NULL OR leased_until < now())
+               AND (rebuilt_at IS NULL OR rebuilt_at <= now() - make_interval(secs => $3))
+             ORDER BY namespace_id LIMIT 4 FOR UPDATE SKIP LOCKED)
+         RETURNING namespace_id, version",
+    )
+    .bind(owner)
+    .bind(scope)
+    .bind(parts.config.topic_interval_ms as f64 / 1000.0)
+    .fetch_all(pool)
+    .await?;
+    let mut n = 0;
+    for (ns, version) in due {
+        let built = rebuild(parts, ns).await;
+        let next = if built.is_ok() { version } else { -1 };
+        sqlx::query(
+            "UPDATE memory_namespaces SET built_version = GREATEST(built_version, $2), rebuilt_at = now(),
+                    leased_until = NULL, leased_by = NULL WHERE namespace_id = $1",
+        )
+        .bind(ns)
+        .bind(next)
+        .execute(pool)
+        .await?;
+        built?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+#[derive(sqlx::FromRow)]
+struct SegRow {
+    id: Uuid,
+    session_id: Uuid,
+    first_seq: i64,
+    last_seq: i64,
+    start_time: DateTime<Utc>,
+    end_time: DateTime<Utc>,
+    turns: i32,
+    tags: Vec<String>,
+    primary_tag: Option<String>,
+    closed: bool,
+}
+
+/// Rebuilds one namespace's topics now.
+pub async fn rebuild(parts: &WorkerParts, ns: Uuid) -> Result<(), RecallError> {
+    let pool = parts.store.pool();
+    let rows: Vec<SegRow> = sqlx::query_as(
+        "SELECT id, session_id, first_seq, last_seq, start_time, end_time, turns, tags, primary_tag, closed
+         FROM memory_segments WHERE namespace_id = $1 ORDER BY session_id, first_seq",
+    )
+    .bind(ns)
+    .fetch_all(pool)
+    .await?;
+    let segs: Vec<SegmentTags> = rows
+        .iter()
+        .map(|r| SegmentTags {
+            session: r.session_id.as_u128(),
+            turns: r.turns.max(0) as usize,
+            tags: r.tags.clone(),
+            primary: r.primary_tag.clone(),
+        })
+        .collect();
+    let cfg = parts.config.topics.clone();
+    let vectors = parts.vectors.clone();
+    let segs_for_build = segs.clone();
+    let topics = tokio::task::spawn_blocking(move || {
+        let names = distinct_tags(&segs_for_build);
+        let vecs = vectors.map(|v| {
+            let pool: Vec<&str> = names.iter().take(cfg.alias_vector_pool).map(|t| t.as_str()).collect();
+            let texts: Vec<String> = pool.iter().map(|t| t.replace(['-', '.', '/'], " ")).collect();
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            v.vectors(&refs)
+        });
+        build_topics(&segs_for_build, vecs.as_deref(), &cfg)
+    })
+    .await
+    .map_err(|e| RecallError::Corrupt(format!("topic building panicked: {e}")))?;
+    let stored: HashMap<String, Vec<u8>> =
+        sqlx::query_as::<_, (String, Vec<u8>)>("SELECT tag, members_hash FROM memory_topics WHERE namespace_id = $1")
+            .bind(ns)
+            .fetch_all(pool)
+            .await?
+            .into_iter()
+            .collect();
+    let mut tx = pool.begin().await?;
+    for t in &topics {
+        let mut h = blake3::Hasher::new();
+        for &i in &t.segments {
+            let r = &rows[i];
+            h.update(r.id.as_bytes());
+            h.update(&r.last_seq.to_le_bytes());
+            h.update(&[u8::from(r.closed), u8::from(t.in_cover), u8::from(t.broad)]);
+        }
+        for a in &t.aliases {
+            h.update(a.as_bytes());
+        }
+        let hash = h.finalize().as_bytes().to_vec();
+        let first = t.segments.iter().map(|&i| rows[i].start_time).min();
+        let last = t.segments.iter().map(|&i| rows[i].end_time).max();
+        if stored.get(&t.tag) == Some(&hash) {
+            continue;
+        }
+        // Its summary, from its newest segments' summaries.
+        let mut members: Vec<usize> = t.segments.clone();
+        members.sort_by_key(|&i| std::cmp::Reverse((rows[i].end_time, rows[i].session_id, rows[i].first_seq)));
+        members.truncate(SUMMARY_SOURCES);
+        let ids: Vec<Uuid> = members.iter().map(|&i| rows[i].id).collect();
+        let summaries: BTreeMap<Uuid, serde_json::Value> = sqlx::query_as::<_, (Uuid, serde_json::Value)>(
+            "SELECT id, summary FROM memory_segments WHERE namespace_id = $1 AND id = ANY($2)",
+        )
+        .bind(ns)
+        .bind(&ids)
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .collect();
+        let mut sums: Vec<Summary> = Vec::new();
+        let mut sessions: Vec<Uuid> = Vec::new();
+        for &i in &members {
+            if let Some(v) = summaries.get(&rows[i].id) {
+                sums.push(serde_json::from_value(v.clone())?);
+                sessions.push(rows[i].session_id);
+            }
+        }
+        let refs: Vec<&Summary> = sums.iter().collect();
+        let (summary, owners) = summarize_topic(&t.tag, &refs, &parts.config.summary, parts.counter.as_ref());
+        let lines: Vec<TopicLine> = summary
+            .lines
+            .iter()
+            .zip(&owners)
+            .map(|(l, &o)| TopicLine { session: sessions[o], seq: l.seq, text: l.text.clone() })
+            .collect();
+        let span = match (first, last) {
+            (Some(a), Some(b)) => format!("{} to {}", a.format("%Y-%m-%d"), b.format("%Y-%m-%d")),
+            _ => String::new(),
+        };
+        let description = describe_topic(&t.tag, t.segments.len(), t.sessions, &span, &summary, &parts.config.summary);
+        let all_ids: Vec<Uuid> = t.segments.iter().map(|&i| rows[i].id).collect();
+        let (facts,): (i64,) = sqlx::query_as(
+            "SELECT count(*) FROM memory_facts f JOIN memory_segments s
+               ON s.namespace_id = f.namespace_id AND s.session_id = f.session_id
+              AND f.first_seq BETWEEN s.first_seq AND s.last_seq
+             WHERE s.namespace_id = $1 AND s.id = ANY($2)",
+        )
+        .bind(ns)
+        .bind(&all_ids)
+        .fetch_one(&mut *tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO memory_topics (namespace_id, tag, aliases, parent, with_tags, segments, turns, sessions,
+                 first_time, last_time, broad, in_cover, summary, summary_tokens, description, facts, members_hash)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+             ON CONFLICT (namespace_id, tag) DO UPDATE SET aliases = EXCLUDED.aliases, parent = EXCLUDED.parent,
+                 with_tags = EXCLUDED.with_tags, segments = EXCLUDED.segments, turns = EXCLUDED.turns,
+                 sessions = EXCLUDED.sessions, first_time = EXCLUDED.first_time, last_time = EXCLUDED.last_time,
+                 broad = EXCLUDED.broad, in_cover = EXCLUDED.in_cover, summary = EXCLUDED.summary,
+                 summary_tokens = EXCLUDED.summary_tokens, description = EXCLUDED.description,
+                 facts = EXCLUDED.facts, members_hash = EXCLUDED.members_hash",
+        )
+        .bind(ns)
+        .bind(&t.tag)
+        .bind(&t.aliases)
+        .bind(&t.parent)
+        .bind(&t.with)
+        .bind(t.segments.len() as i32)
+        .bind(t.turns as i32)
+        .bind(t.sessions as i32)
+        .bind(first)
+        .bind(last)
+        .bind(t.broad)
+        .bind(t.in_cover)
+        .bind(serde_json::to_value(&lines)?)
+        .bind(summary.tokens as i32)
+        .bind(description)
+        .bind(facts as i32)
+        .bind(hash)
+        .execute(&mut *tx)
+        .await?;
+    }
+    let names: Vec<&str> = topics.iter().map(|t| t.tag.as_str()).collect();
+    sqlx::query("DELETE FROM memory_topics WHERE namespace_id = $1 AND tag <> ALL($2)")
+        .bind(ns)
+        .bind(&names)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// A topic summary's lines as a summary (for rendering).
+pub fn topic_lines(v: serde_json::Value) -> Result<Vec<TopicLine>, RecallError> {
+    Ok(serde_json::from_value(v)?)
+}
+
+/// Lines of a stored segment summary.
+pub fn segment_lines(v: serde_json::Value) -> Result<Vec<SummaryLine>, RecallError> {
+    let s: Summary = serde_json::from_value(v)?;
+    Ok(s.lines)
+}

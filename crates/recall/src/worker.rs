@@ -1,0 +1,386 @@
+//! The memory worker: interprets new events into turns, segments and facts in the background,
+//! never on the ingest path. It leases sessions (`memory_progress`, so replicas share the work),
+//! reads each one's events from its open segment on, runs the pure core's `advance` on a
+//! blocking thread, and writes the result with the session's progress in one transaction —
+//! idempotent (derived ids, upserts) and resumable after a crash from the last committed job.
+//! Between rounds it rebuilds the topics of namespaces whose segments changed.
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use memex_memory::session::{Tools, advance};
+use memex_memory::{Fact, Interpreter, MemEvent, Verdict};
+use memex_store::{Event, SeqRange, Store};
+use memex_tokens::TokenCounter;
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+use crate::config::MemoryConfig;
+use crate::vectors::SharedVectors;
+use crate::{RecallError, tables, topics};
+
+/// The process's foreground load, as the worker sees it (the server's admission).
+pub trait Foreground: Send + Sync {
+    /// True while requests wait for a turn: background work steps aside.
+    fn busy(&self) -> bool;
+}
+
+/// The longest the worker steps aside before a job: it keeps a share of the machine however
+/// loaded the replica is (memory must keep up with a fleet's ingest).
+const MAX_YIELD: Duration = Duration::from_secs(1);
+
+/// A snapshot of the worker's counters.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MemoryProgress {
+    /// Events read by the interpreter.
+    pub events: u64,
+    pub jobs: u64,
+    pub facts: u64,
+    pub segments_written: u64,
+    pub topic_rebuilds: u64,
+    /// Events appended but not yet read, as last measured.
+    pub backlog_events: u64,
+    /// Seconds spent in jobs (reading, interpreting, writing) and stepping aside.
+    pub busy_seconds: f64,
+    pub yielded_seconds: f64,
+    pub errors: u64,
+    pub last_error: Option<String>,
+}
+
+#[derive(Default)]
+struct Counters {
+    events: AtomicU64,
+    jobs: AtomicU64,
+    facts: AtomicU64,
+    segments: AtomicU64,
+    rebuilds: AtomicU64,
+    backlog: AtomicU64,
+    busy_micros: AtomicU64,
+    yielded_micros: AtomicU64,
+    in_flight: AtomicU64,
+    errors: AtomicU64,
+    last_error: std::sync::Mutex<Option<String>>,
+}
+
+/// What the worker works with.
+pub struct WorkerParts {
+    pub store: Store,
+    pub config: MemoryConfig,
+    pub interpreter: Arc<dyn Interpreter>,
+    pub vectors: SharedVectors,
+    pub counter: Arc<dyn TokenCounter>,
+    pub foreground: Option<Arc<dyn Foreground>>,
+    /// Only these namespaces (empty: all).
+    pub namespaces: Vec<Uuid>,
+}
+
+struct Shared {
+    parts: WorkerParts,
+    owner: String,
+    counters: Counters,
+    wake: Notify,
+    stop: watch::Receiver<bool>,
+}
+
+pub struct MemoryWorker {
+    shared: Arc<Shared>,
+    stop: watch::Sender<bool>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl MemoryWorker {
+    pub fn start(parts: WorkerParts) -> MemoryWorker {
+        let (stop, stop_rx) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            owner: format!("memex-memory-{}-{}", std::process::id(), Uuid::now_v7().simple()),
+            parts,
+            counters: Counters::default(),
+            wake: Notify::new(),
+            stop: stop_rx,
+        });
+        let task = tokio::spawn(run(shared.clone()));
+        tracing::info!(interpreter = shared.parts.interpreter.name(), "memory worker started");
+        MemoryWorker { shared, stop, task: Some(task) }
+    }
+
+    pub fn probe(&self) -> MemoryProbe {
+        MemoryProbe(self.shared.clone())
+    }
+
+    pub fn progress(&self) -> MemoryProgress {
+        self.probe().progress()
+    }
+
+    /// Ends the idle pause now.
+    pub fn wake(&self) {
+        self.shared.wake.notify_one();
+    }
+
+    /// Waits until every event is read and every due topic rebuild done (true), or `timeout`.
+    pub async fn wait_idle(&self, timeout: Duration) -> Result<bool, RecallError> {
+        let until = Instant::now() + timeout;
+        let pool = self.shared.parts.store.pool();
+        let scope = scope(&self.shared);
+        loop {
+            self.wake();
+            let idle = self.shared.counters.in_flight.load(Ordering::SeqCst) == 0
+                && tables::backlog(pool, scope.as_deref()).await? == 0
+                && !topics::any_due(pool, scope.as_deref()).await?
+                && !pending_turns(&self.shared).await?;
+            if idle {
+                return Ok(true);
+            }
+            if Instant::now() >= until {
+                return Ok(false);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Stops claiming work, finishes the job in hand and returns.
+    pub async fn stop(mut self) {
+        let _ = self.stop.send(true);
+        self.shared.wake.notify_one();
+        if let Some(t) = self.task.take() {
+            let _ = t.await;
+        }
+        tracing::info!("memory worker stopped");
+    }
+}
+
+impl Drop for MemoryWorker {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        self.shared.wake.notify_one();
+    }
+}
+
+/// A handle on the worker's counters that outlives it (metrics callbacks hold one).
+#[derive(Clone)]
+pub struct MemoryProbe(Arc<Shared>);
+
+impl MemoryProbe {
+    pub fn progress(&self) -> MemoryProgress {
+        let c = &self.0.counters;
+        MemoryProgress {
+            events: c.events.load(Ordering::Relaxed),
+            jobs: c.jobs.load(Ordering::Relaxed),
+            facts: c.facts.load(Ordering::Relaxed),
+            segments_written: c.segments.load(Ordering::Relaxed),
+            topic_rebuilds: c.rebuilds.load(Ordering::Relaxed),
+            backlog_events: c.backlog.load(Ordering::Relaxed),
+            busy_seconds: c.busy_micros.load(Ordering::Relaxed) as f64 / 1e6,
+            yielded_seconds: c.yielded_micros.load(Ordering::Relaxed) as f64 / 1e6,
+            errors: c.errors.load(Ordering::Relaxed),
+            last_error: c.last_error.lock().ok().and_then(|e| e.clone()),
+        }
+    }
+}
+
+fn scope(s: &Shared) -> Option<Vec<Uuid>> {
+    (!s.parts.namespaces.is_empty()).then(|| s.parts.namespaces.clone())
+}
+
+/// Sessions whose last turn waits to close (with `idle_close_secs` = 0, now).
+async fn pending_turns(s: &Shared) -> Result<bool, RecallError> {
+    if s.parts.config.idle_close_secs > 0 {
+        return Ok(false);
+    }
+    let (n,): (i64,) = sqlx::query_as(
+        "SELECT count(*) FROM memory_progress p JOIN sessions s ON s.id = p.session_id
+         WHERE s.next_seq - 1 > p.turn_seq AND ($1::uuid[] IS NULL OR p.namespace_id = ANY($1))",
+    )
+    .bind(scope(s))
+    .fetch_one(s.parts.store.pool())
+    .await?;
+    Ok(n > 0)
+}
+
+fn record_error(s: &Shared, what: &str, e: &RecallError) {
+    tracing::warn!(error = %e, "memory worker: {what}");
+    s.counters.errors.fetch_add(1, Ordering::Relaxed);
+    if let Ok(mut last) = s.counters.last_error.lock() {
+        *last = Some(format!("{what}: {e}"));
+    }
+}
+
+async fn run(s: Arc<Shared>) {
+    let mut stop = s.stop.clone();
+    let poll = Duration::from_millis(s.parts.config.poll_interval_ms.max(10));
+    let mut backoff = poll;
+    let mut busy: Vec<Uuid> = Vec::new();
+    while !*stop.borrow() {
+        let cfg = &s.parts.config;
+        let claimed = match tables::claim(
+            s.parts.store.pool(),
+            &s.owner,
+            cfg.lease_secs as f64,
+            cfg.claim_sessions,
+            cfg.idle_close_secs as f64,
+            scope(&s).as_deref(),
+            &busy,
+        )
+        .await
+        {
+            Ok(c) => c,
+            Err(e) => {
+                record_error(&s, "claiming work", &e);
+                Vec::new()
+            }
+        };
+        let idle = claimed.is_empty();
+        for c in claimed {
+            if *stop.borrow() {
+                let _ = tables::release(s.parts.store.pool(), c.namespace_id, c.session_id, 0.0).await;
+                continue;
+            }
+            step_aside(&s).await;
+            busy.push(c.session_id);
+            s.counters.in_flight.fetch_add(1, Ordering::SeqCst);
+            let t0 = Instant::now();
+            let (ns, session) = (c.namespace_id, c.session_id);
+            match job(&s, c).await {
+                Ok(()) => {}
+                Err(e) => {
+                    record_error(&s, "interpreting a session", &e);
+                    let _ = tables::release(s.parts.store.pool(), ns, session, 5.0).await;
+                }
+            }
+            let took = t0.elapsed();
+            s.counters.busy_micros.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+            s.counters.in_flight.fetch_sub(1, Ordering::SeqCst);
+            busy.retain(|b| *b != session);
+            let share = cfg.worker_share.clamp(0.01, 1.0);
+            if share < 1.0 {
+                tokio::time::sleep(took.mul_f64(1.0 / share - 1.0)).await;
+            }
+        }
+        match topics::rebuild_due(&s.parts, &s.owner, scope(&s).as_deref()).await {
+            Ok(n) => {
+                s.counters.rebuilds.fetch_add(n, Ordering::Relaxed);
+            }
+            Err(e) => record_error(&s, "rebuilding topics", &e),
+        }
+        if idle {
+            match tables::backlog(s.parts.store.pool(), scope(&s).as_deref()).await {
+                Ok(n) => {
+                    s.counters.backlog.store(n, Ordering::Relaxed);
+                    backoff = poll;
+                }
+                Err(e) => {
+                    record_error(&s, "measuring the backlog", &e);
+                    backoff = (backoff * 2).min(Duration::from_secs(30));
+                }
+            }
+            tokio::select! {
+                _ = s.wake.notified() => {}
+                _ = tokio::time::sleep(backoff) => {}
+                _ = stop.changed() => {}
+            }
+        }
+    }
+}
+
+/// Steps aside while requests wait, for at most [`MAX_YIELD`].
+async fn step_aside(s: &Shared) {
+    let Some(f) = &s.parts.foreground else { return };
+    let started = Instant::now();
+    while f.busy() && started.elapsed() < MAX_YIELD && !*s.stop.borrow() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    s.counters.yielded_micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+}
+
+pub fn mem_event(e: Event) -> MemEvent {
+    MemEvent {
+        seq: e.seq,
+        kind: e.kind,
+        content: e.content,
+        tool_name: e.tool_name,
+        tool_call_id: e.tool_call_id,
+        agent_id: e.agent_id,
+        time: e.event_time,
+    }
+}
+
+/// Reads a session's events `from..=to`, every page.
+pub async fn read_events(
+    store: &Store,
+    ns: Uuid,
+    session: Uuid,
+    from: u64,
+    to: u64,
+) -> Result<Vec<Event>, RecallError> {
+    let mut out = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let page = store.events_in_range(ns, session, SeqRange { from, to: Some(to) }, 1_000, token.as_deref()).await?;
+        out.extend(page.events);
+        match page.next_page_token {
+            Some(t) if !t.is_empty() => token = Some(t),
+            _ => return Ok(out),
+        }
+    }
+}
+
+async fn job(s: &Shared, c: tables::Claim) -> Result<(), RecallError> {
+    let cfg = &s.parts.config;
+    let store = &s.parts.store;
+    let from = c.progress.read_from();
+    let upto = c.head.min(c.progress.fact_seq + u64::from(cfg.events_per_job)).max(c.progress.turn_seq);
+    let events =
+        if upto >= from { read_events(store, c.namespace_id, c.session_id, from, upto).await? } else { Vec::new() };
+    let quiet = chrono::Duration::seconds(cfg.idle_close_secs as i64);
+    let close_last = upto == c.head && events.last().is_some_and(|e| e.ingest_time <= chrono::Utc::now() - quiet);
+    let prior = tables::prior(store.pool(), c.namespace_id, c.session_id, c.progress.open_seq).await?;
+    let n_new = events.iter().filter(|e| e.seq > c.progress.fact_seq).count() as u64;
+    let events: Vec<MemEvent> = events.into_iter().map(mem_event).collect();
+    let interpreter = s.parts.interpreter.clone();
+    let vectors = s.parts.vectors.clone();
+    let counter = s.parts.counter.clone();
+    let segment = cfg.segment.clone();
+    let progress = c.progress.clone();
+    // The core is CPU work (and an LLM interpreter blocks on HTTP): off the async threads.
+    let adv = tokio::task::spawn_blocking(move || {
+        let embed = vectors.as_ref().map(|v| {
+            let v = v.clone();
+            move |texts: &[String]| {
+                let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+                v.vectors(&refs)
+            }
+        });
+        let tools = Tools {
+            interpreter: interpreter.as_ref(),
+            counter: counter.as_ref(),
+            vectors: embed.as_ref().map(|f| f as &memex_memory::session::VectorsFn),
+            segment: &segment,
+        };
+        advance(&progress, &prior, &events, close_last, &tools)
+    })
+    .await
+    .map_err(|e| RecallError::Corrupt(format!("the interpreter panicked: {e}")))??;
+    tables::renew(store.pool(), c.namespace_id, c.session_id, &s.owner, cfg.lease_secs as f64).await?;
+    let interpreter = s.parts.interpreter.clone();
+    let verify = move |older: Fact, newer: Fact| -> futures::future::BoxFuture<'static, bool> {
+        let interpreter = interpreter.clone();
+        Box::pin(async move {
+            // The heuristic accepts the candidate rules' verdict; a model is asked (off the async
+            // threads: it blocks on HTTP), and a failure to answer keeps the candidates' verdict.
+            if interpreter.name() == "heuristic" {
+                return true;
+            }
+            let verdict = tokio::task::spawn_blocking(move || interpreter.verify(&older, &newer)).await;
+            !matches!(verdict, Ok(Ok(Verdict::Distinct)))
+        })
+    };
+    let source = if s.parts.interpreter.name() == "heuristic" { "extractor" } else { "model" };
+    let facts = adv.facts.len() as u64;
+    let segments = adv.segments.len() as u64;
+    tables::write_job(store.pool(), c.namespace_id, c.session_id, &adv, source, &verify).await?;
+    s.counters.events.fetch_add(n_new, Ordering::Relaxed);
+    s.counters.jobs.fetch_add(1, Ordering::Relaxed);
+    s.counters.facts.fetch_add(facts, Ordering::Relaxed);
+    s.counters.segments.fetch_add(segments, Ordering::Relaxed);
+    Ok(())
+}
