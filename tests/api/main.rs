@@ -8,6 +8,7 @@ mod concurrency;
 mod events;
 mod mcp;
 mod mcp_inspector;
+mod memory;
 mod packs;
 mod planning;
 mod readiness;

@@ -16,6 +16,7 @@ pub fn budgets(retrieval: u32, tail: u32) -> pb::Budgets {
         retrieval: Some(retrieval),
         user: Some(500),
         headroom: Some(2_000),
+        memory: None,
     }
 }
 

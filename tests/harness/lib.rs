@@ -13,7 +13,7 @@ mod db;
 mod server;
 
 pub use db::{TestDb, standby_of, test_db, wait_replayed};
-pub use server::{Clients, TestServer};
+pub use server::{Clients, TestServer, memory_on};
 
 /// Skips the test (returns) when no database is available; see the crate docs.
 #[macro_export]

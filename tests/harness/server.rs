@@ -5,6 +5,7 @@ use std::time::Duration;
 use memex_proto::v1::admin_service_client::AdminServiceClient;
 use memex_proto::v1::context_service_client::ContextServiceClient;
 use memex_proto::v1::event_service_client::EventServiceClient;
+use memex_proto::v1::memory_service_client::MemoryServiceClient;
 use memex_proto::v1::search_service_client::SearchServiceClient;
 use memex_proto::v1::session_service_client::SessionServiceClient;
 use memex_proto::v1::task_service_client::TaskServiceClient;
@@ -50,7 +51,17 @@ pub struct Clients {
     pub search: SearchServiceClient<Authed>,
     pub context: ContextServiceClient<Authed>,
     pub tasks: TaskServiceClient<Authed>,
+    pub memory: MemoryServiceClient<Authed>,
     pub channel: Channel,
+}
+
+/// Turns memory on as a test of it wants it: the worker polls often, closes a session's last
+/// turn at once and rebuilds topics without waiting.
+pub fn memory_on(config: &mut Config) {
+    config.memory.enabled = true;
+    config.memory.poll_interval_ms = 20;
+    config.memory.idle_close_secs = 0;
+    config.memory.topic_interval_ms = 0;
 }
 
 impl TestServer {
@@ -103,6 +114,8 @@ impl TestServer {
         config.search.index_dir =
             std::env::temp_dir().join(format!("memex-test-index-{}", db.name)).display().to_string();
         config.embedding.provider = memex_server::config::EmbeddingProvider::None;
+        // Likewise no memory worker unless a test asks (`memory_on`).
+        config.memory.enabled = false;
         tweak(&mut config);
         // With a standby, the harness's own store reads settled rows from it too (as the server does).
         let standby_url = Some(config.database.read_url.clone()).filter(|u| !u.is_empty());
@@ -202,7 +215,9 @@ impl TestServer {
             search: SearchServiceClient::with_interceptor(channel.clone(), bearer.clone()),
             context: ContextServiceClient::with_interceptor(channel.clone(), bearer.clone())
                 .max_decoding_message_size(usize::MAX),
-            tasks: TaskServiceClient::with_interceptor(channel.clone(), bearer),
+            tasks: TaskServiceClient::with_interceptor(channel.clone(), bearer.clone()),
+            memory: MemoryServiceClient::with_interceptor(channel.clone(), bearer)
+                .max_decoding_message_size(usize::MAX),
             channel,
         }
     }

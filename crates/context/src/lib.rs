@@ -47,7 +47,7 @@ pub use error::ContextError;
 pub use memex_compaction::PointerManifest;
 pub use pack::{BuildPack, BuiltPack};
 pub use planning::{Delegate, DelegateOutcome, NewReport, REPORT_STATUSES};
-pub use seams::{CandidateSource, IndexCatchUp, SearchHit, SearchQuery, SourceHits};
+pub use seams::{CandidateSource, IndexCatchUp, MemoryBlocks, SearchHit, SearchQuery, SourceHits};
 pub use stats::{PHASES, pack_phase_totals};
 pub use task::TaskStateUpdate;
 pub use tokens::CachedCounter;
@@ -143,6 +143,8 @@ pub struct ContextEngine {
     full_view: Arc<dyn FullView>,
     sources: Arc<Vec<Arc<dyn CandidateSource>>>,
     index: Option<Arc<dyn IndexCatchUp>>,
+    /// Memory's blocks for packs with a memory budget (None: memory is off).
+    memory: Option<Arc<dyn MemoryBlocks>>,
     counts: std::sync::Arc<tokens::CountMemo>,
     /// (namespace, task, version) → premises; versions are immutable.
     premises: moka::sync::Cache<(Uuid, String, u64), Arc<Vec<String>>>,
@@ -202,6 +204,7 @@ impl ContextEngine {
             full_view: Arc::new(NoFullView),
             sources: Arc::new(Vec::new()),
             index: None,
+            memory: None,
             reports,
         }
     }
@@ -217,6 +220,12 @@ impl ContextEngine {
         let mut v: Vec<Arc<dyn CandidateSource>> = self.sources.as_ref().clone();
         v.push(source);
         self.sources = Arc::new(v);
+        self
+    }
+
+    /// Plugs in memory, for packs with a memory budget.
+    pub fn with_memory(mut self, memory: Arc<dyn MemoryBlocks>) -> ContextEngine {
+        self.memory = Some(memory);
         self
     }
 

@@ -56,6 +56,9 @@ pub struct BuildPack {
     pub role: Option<AgentRole>,
     /// Ask for superseded versions too.
     pub historical: bool,
+    /// Whose working set fills the memory block (with a memory budget); the session's id when None.
+    #[serde(default)]
+    pub memory_reader: Option<String>,
 }
 
 /// A stored pack.
@@ -114,7 +117,28 @@ impl Gathered {
     }
 }
 
+/// The `<context-topics>` hint takes at most this share of the memory budget, and at most
+/// [`MAX_HINT_TOKENS`] (§3.6: 2K); the working set takes the rest.
+const HINT_SHARE: usize = 4;
+const MAX_HINT_TOKENS: usize = 2_000;
+
 impl ContextEngine {
+    /// The memory block's text for a pack with a memory budget.
+    async fn memory_block(&self, namespace_id: Uuid, req: &BuildPack, budget: usize) -> Result<String> {
+        if budget == 0 {
+            return Ok(String::new());
+        }
+        let Some(memory) = &self.memory else {
+            return Err(ContextError::invalid(
+                "budgets.memory",
+                "memory is disabled on this server ([memory] enabled = false)",
+            ));
+        };
+        let reader = req.memory_reader.clone().unwrap_or_else(|| req.session_id.to_string());
+        let hint = (budget / HINT_SHARE).clamp(1, MAX_HINT_TOKENS);
+        memory.render(namespace_id, &reader, hint, budget.saturating_sub(hint)).await
+    }
+
     /// Builds, stores and returns the pack for one turn.
     pub async fn build_pack(&self, namespace_id: Uuid, req: BuildPack) -> Result<BuiltPack> {
         let mut clock = PhaseClock::start();
@@ -260,12 +284,14 @@ impl ContextEngine {
         tail.sort_by_key(|(pos, e)| (*pos, matches!(e, TailEntry::Event { .. })));
         clock.lap(4);
 
+        let memory = self.memory_block(namespace_id, &req, budgets.memory).await?;
         let task_card = ctx.state.as_ref().map(|r| r.rendered.clone());
         let request = PackRequest {
             session_id: req.session_id,
             system,
             task_state: task_card,
             task_ref: ctx.state.as_ref().map(|r| format!("{} v{}", r.task_id, r.version)),
+            memory,
             tail: tail.into_iter().map(|(_, e)| e).collect(),
             user_message: req.user_message.clone(),
             candidates,

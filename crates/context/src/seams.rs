@@ -48,6 +48,19 @@ pub trait CandidateSource: Send + Sync {
     fn search<'a>(&'a self, q: &'a SearchQuery) -> BoxFuture<'a, Result<SourceHits, ContextError>>;
 }
 
+/// Memory's part of a pack (Virtual Context §3.6): the `<context-topics>` hint (every topic, its
+/// depth and cost) within `hint_tokens`, then the reader's working set at its depths within
+/// `content_tokens`. The pack core cuts the whole to the memory budget.
+pub trait MemoryBlocks: Send + Sync {
+    fn render<'a>(
+        &'a self,
+        namespace: Uuid,
+        reader: &'a str,
+        hint_tokens: usize,
+        content_tokens: usize,
+    ) -> BoxFuture<'a, Result<String, ContextError>>;
+}
+
 /// Compaction's Layer-1 check (A.4 line 3): an event may leave the window only once the search
 /// index has it, so it can be found again.
 pub trait IndexCatchUp: Send + Sync {

@@ -174,6 +174,7 @@ impl BuildPackArgs {
             role: role as i32,
             historical: self.historical.unwrap_or(false),
             view: pb::PackView::Basic as i32,
+            memory_reader: String::new(),
         }
     }
 }
@@ -399,6 +400,358 @@ impl ExpandManifestArgs {
     }
 }
 
+/// How deep `expand_topic` goes: the topic's own summary, the summary of each of its segments,
+/// or the full text of its turns. (No doc comment per variant: schemars would make the schema a
+/// `oneOf` instead of a plain `enum`.)
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Depth {
+    Summary,
+    Segments,
+    Full,
+}
+
+impl Depth {
+    fn name(self) -> &'static str {
+        match self {
+            Depth::Summary => "summary",
+            Depth::Segments => "segments",
+            Depth::Full => "full",
+        }
+    }
+}
+
+/// A time range `remember_when` searches, ending now (today and yesterday: calendar days, UTC).
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+pub enum TimePreset {
+    #[serde(rename = "today")]
+    Today,
+    #[serde(rename = "yesterday")]
+    Yesterday,
+    #[serde(rename = "last_7_days")]
+    Last7Days,
+    #[serde(rename = "last_30_days")]
+    Last30Days,
+    #[serde(rename = "last_90_days")]
+    Last90Days,
+    #[serde(rename = "last_365_days")]
+    Last365Days,
+}
+
+impl TimePreset {
+    fn name(self) -> &'static str {
+        match self {
+            TimePreset::Today => "today",
+            TimePreset::Yesterday => "yesterday",
+            TimePreset::Last7Days => "last_7_days",
+            TimePreset::Last30Days => "last_30_days",
+            TimePreset::Last90Days => "last_90_days",
+            TimePreset::Last365Days => "last_365_days",
+        }
+    }
+}
+
+/// An RFC 3339 time argument as a proto timestamp, or the field at fault and why.
+fn time(field: &str, text: Option<String>) -> Result<Option<prost_types::Timestamp>, (String, String)> {
+    text.filter(|t| !t.trim().is_empty())
+        .map(|t| {
+            t.trim().parse::<prost_types::Timestamp>().map_err(|_| {
+                (field.to_owned(), format!("{t:?} is not an RFC 3339 time such as 2025-06-01T09:00:00Z"))
+            })
+        })
+        .transpose()
+}
+
+/// Arguments of `find_quote`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FindQuoteArgs {
+    /// What to look for, in plain words: an error message, a decision, a file or a subject.
+    pub query: String,
+    /// Quotes to return, 1..100 (default 10).
+    #[serde(default)]
+    #[schemars(with = "u32")]
+    pub limit: Option<u32>,
+    /// Only these sessions (session UUIDs).
+    #[serde(default)]
+    pub session_ids: Vec<String>,
+    /// Your agent id: segments already shown to this reader are left out and those returned are
+    /// remembered as shown (needs a write key). Omit to search with no such memory.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub reader: Option<String>,
+    /// Forget what `reader` was shown before this search.
+    #[serde(default)]
+    #[schemars(with = "bool")]
+    pub reset_presented: Option<bool>,
+    /// Namespace to search (default: the connection's namespace).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub namespace: Option<String>,
+}
+
+impl FindQuoteArgs {
+    pub fn request(self, namespace: String) -> pb::FindQuoteRequest {
+        pb::FindQuoteRequest {
+            namespace,
+            query: self.query,
+            limit: self.limit.unwrap_or(0),
+            session_ids: self.session_ids,
+            reader: self.reader.unwrap_or_default(),
+            reset_presented: self.reset_presented.unwrap_or(false),
+        }
+    }
+}
+
+/// Arguments of `query_facts`: every filter is optional; those given must all match.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QueryFactsArgs {
+    /// The subject contains this (case-insensitive): a file path, a test or command
+    /// (`cargo test parser`), a package, an error.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub subject: Option<String>,
+    /// A verb such as edited, created, ran, passed, failed, installed, seen, resolved, decided;
+    /// its synonyms match too (the answer lists them as expanded_verbs).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub verb: Option<String>,
+    /// active, completed, planned, abandoned or recurring.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub status: Option<String>,
+    /// The object (e.g. a test's result line, an error's text) contains this (case-insensitive).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub object_contains: Option<String>,
+    /// file, command, test, package, error, decision, constraint, preference, correction,
+    /// personal, experience or world.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub fact_type: Option<String>,
+    /// What held at this time (RFC 3339, e.g. 2025-06-01T09:00:00Z): facts from before it, less
+    /// those superseded by then. Default: now.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub as_of: Option<String>,
+    /// Also return superseded facts (the history, not only the current state); each names the
+    /// fact that replaced it.
+    #[serde(default)]
+    #[schemars(with = "bool")]
+    pub include_superseded: Option<bool>,
+    /// Rank by similarity to this question (default: newest first).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub question: Option<String>,
+    /// Facts to return, 1..500 (default 50).
+    #[serde(default)]
+    #[schemars(with = "u32")]
+    pub limit: Option<u32>,
+    /// Only facts of these sessions (session UUIDs).
+    #[serde(default)]
+    pub session_ids: Vec<String>,
+    /// Namespace to query (default: the connection's namespace).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub namespace: Option<String>,
+}
+
+impl QueryFactsArgs {
+    /// The request, or `as_of` and why it is not a time.
+    pub fn request(self, namespace: String) -> Result<pb::QueryFactsRequest, (String, String)> {
+        Ok(pb::QueryFactsRequest {
+            namespace,
+            subject: self.subject.unwrap_or_default(),
+            verb: self.verb.unwrap_or_default(),
+            status: self.status.unwrap_or_default(),
+            object_contains: self.object_contains.unwrap_or_default(),
+            fact_type: self.fact_type.unwrap_or_default(),
+            as_of: time("as_of", self.as_of)?,
+            include_superseded: self.include_superseded.unwrap_or(false),
+            question: self.question.unwrap_or_default(),
+            limit: self.limit.unwrap_or(0),
+            session_ids: self.session_ids,
+        })
+    }
+}
+
+/// Arguments of `expand_topic`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExpandTopicArgs {
+    /// A topic's tag, or one of its aliases (from recall_all or list_topics).
+    pub tag: String,
+    /// summary (default), segments or full.
+    #[serde(default)]
+    #[schemars(with = "Depth")]
+    pub depth: Option<Depth>,
+    /// Your agent id: the topic enters this reader's working set at this depth, paging colder
+    /// topics out to stay within its budget (needs a write key). Omit to read without paging.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub reader: Option<String>,
+    /// Most tokens of text to return (default 2000 at segments, 8000 at full; at most 100000).
+    #[serde(default)]
+    #[schemars(with = "u32")]
+    pub max_tokens: Option<u32>,
+    /// Namespace of the topic (default: the connection's namespace).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub namespace: Option<String>,
+}
+
+impl ExpandTopicArgs {
+    pub fn request(self, namespace: String) -> pb::ExpandTopicRequest {
+        pb::ExpandTopicRequest {
+            namespace,
+            tag: self.tag,
+            depth: self.depth.map(Depth::name).unwrap_or_default().to_owned(),
+            reader: self.reader.unwrap_or_default(),
+            max_tokens: self.max_tokens.unwrap_or(0),
+        }
+    }
+}
+
+/// Arguments of `remember_when`: a preset, or from (and optionally to).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RememberWhenArgs {
+    /// What to look for, in plain words.
+    pub query: String,
+    /// The time range: today, yesterday, last_7_days, last_30_days, last_90_days or
+    /// last_365_days. Omit it to give from/to instead.
+    #[serde(default)]
+    #[schemars(with = "TimePreset")]
+    pub preset: Option<TimePreset>,
+    /// Start of the range (RFC 3339, e.g. 2025-06-01T00:00:00Z), when no preset is given.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub from: Option<String>,
+    /// End of the range (RFC 3339; default now).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub to: Option<String>,
+    /// Quotes to return, 1..100 (default 10).
+    #[serde(default)]
+    #[schemars(with = "u32")]
+    pub limit: Option<u32>,
+    /// Your agent id: segments already shown to this reader are left out (needs a write key).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub reader: Option<String>,
+    /// Only these sessions (session UUIDs).
+    #[serde(default)]
+    pub session_ids: Vec<String>,
+    /// Namespace to search (default: the connection's namespace).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub namespace: Option<String>,
+}
+
+impl RememberWhenArgs {
+    /// The request, or the time field at fault and why.
+    pub fn request(self, namespace: String) -> Result<pb::RememberWhenRequest, (String, String)> {
+        Ok(pb::RememberWhenRequest {
+            namespace,
+            query: self.query,
+            preset: self.preset.map(TimePreset::name).unwrap_or_default().to_owned(),
+            from: time("from", self.from)?,
+            to: time("to", self.to)?,
+            limit: self.limit.unwrap_or(0),
+            reader: self.reader.unwrap_or_default(),
+            session_ids: self.session_ids,
+        })
+    }
+}
+
+/// Arguments of `recall_all`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecallAllArgs {
+    /// Token budget of the answer's text (default 30000, at most 100000).
+    #[serde(default)]
+    #[schemars(with = "u32")]
+    pub max_tokens: Option<u32>,
+    /// Namespace to recall (default: the connection's namespace).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub namespace: Option<String>,
+}
+
+impl RecallAllArgs {
+    pub fn request(self, namespace: String) -> pb::RecallAllRequest {
+        pb::RecallAllRequest { namespace, max_tokens: self.max_tokens.unwrap_or(0) }
+    }
+}
+
+/// Arguments of `list_topics`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListTopicsArgs {
+    /// Only topics whose tag or aliases contain this.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub contains: Option<String>,
+    /// Topics per page, 1..1000 (default 100).
+    #[serde(default)]
+    #[schemars(with = "u32")]
+    pub limit: Option<u32>,
+    /// The next_page_token of the previous page.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub page_token: Option<String>,
+    /// Namespace to list (default: the connection's namespace).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub namespace: Option<String>,
+}
+
+impl ListTopicsArgs {
+    pub fn request(self, namespace: String) -> pb::ListTopicsRequest {
+        pb::ListTopicsRequest {
+            namespace,
+            limit: self.limit.unwrap_or(0),
+            page_token: self.page_token.unwrap_or_default(),
+            contains: self.contains.unwrap_or_default(),
+        }
+    }
+}
+
+/// Arguments of `get_fact`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GetFactArgs {
+    /// The fact's id (as query_facts, find_quote and remember_when return it).
+    pub fact_id: String,
+    /// Namespace of the fact (default: the connection's namespace).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub namespace: Option<String>,
+}
+
+impl GetFactArgs {
+    pub fn request(self, namespace: String) -> pb::GetFactRequest {
+        pb::GetFactRequest { namespace, fact_id: self.fact_id }
+    }
+}
+
+/// Arguments of `memory_status`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryStatusArgs {
+    /// Namespace to report on (default: the connection's namespace).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub namespace: Option<String>,
+}
+
+impl MemoryStatusArgs {
+    pub fn request(self, namespace: String) -> pb::GetMemoryStatusRequest {
+        pb::GetMemoryStatusRequest { namespace }
+    }
+}
+
 /// Store pointers in the CLI's text forms (`event:ID`, `blake3:HEX`, `span:SESSION:FIRST-LAST`,
 /// see `memex_client::parse_pointer`), so what `memex` prints can be given here and back; a bare
 /// event id (as `search` shows it) is taken as `event:ID`. The server checks that each resolves.
@@ -450,5 +803,29 @@ mod tests {
         assert_eq!(r.filter.expect("filter").roles, ["tool"]);
         let typo = serde_json::from_value::<SearchArgs>(serde_json::json!({"query": "q", "limt": 3}));
         assert!(typo.expect_err("unknown field").to_string().contains("limt"));
+    }
+
+    #[test]
+    fn memory_arguments_map_onto_the_requests() {
+        let a: ExpandTopicArgs =
+            serde_json::from_value(serde_json::json!({"tag": "parser.rs", "depth": "segments"})).expect("args");
+        let r = a.request("ns".into());
+        assert_eq!((r.tag.as_str(), r.depth.as_str(), r.reader.as_str()), ("parser.rs", "segments", ""));
+        let deep = serde_json::from_value::<ExpandTopicArgs>(serde_json::json!({"tag": "t", "depth": "deep"}));
+        assert!(deep.expect_err("unknown depth").to_string().contains("deep"));
+
+        let a: RememberWhenArgs =
+            serde_json::from_value(serde_json::json!({"query": "q", "preset": "last_7_days"})).expect("args");
+        let r = a.request("ns".into()).expect("request");
+        assert_eq!((r.preset.as_str(), r.from), ("last_7_days", None));
+        let a: RememberWhenArgs =
+            serde_json::from_value(serde_json::json!({"query": "q", "from": "2025-06-01T09:00:00Z"})).expect("args");
+        assert_eq!(a.request("ns".into()).expect("request").from.map(|t| t.seconds), Some(1_748_768_400));
+
+        let a: QueryFactsArgs =
+            serde_json::from_value(serde_json::json!({"fact_type": "test", "as_of": "yesterday"})).expect("args");
+        let (field, why) = a.request("ns".into()).expect_err("not a time");
+        assert_eq!(field, "as_of");
+        assert!(why.contains("RFC 3339"), "{why}");
     }
 }

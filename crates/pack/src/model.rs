@@ -6,7 +6,9 @@ use crate::candidate::{Candidate, QuotaGroup, Sources, TaskContext};
 use crate::score::{BaseWeights, ScoreParts};
 
 /// Per-block budgets in tokens (TRACE §9.1). Invariant checked by [`Budgets::check`]:
-/// `system + task_state + tail + retrieval + user + headroom ≤ context`.
+/// `system + task_state + memory + tail + retrieval + user + headroom ≤ context`.
+/// `memory` (default 0: no memory block) holds the `<context-topics>` hint and the reader's
+/// working set (Virtual Context §3.6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Budgets {
@@ -17,6 +19,7 @@ pub struct Budgets {
     pub retrieval: usize,
     pub user: usize,
     pub headroom: usize,
+    pub memory: usize,
 }
 
 impl Default for Budgets {
@@ -29,6 +32,7 @@ impl Default for Budgets {
             retrieval: 4_096,
             user: 4_000,
             headroom: 4_000,
+            memory: 0,
         }
     }
 }
@@ -36,11 +40,12 @@ impl Default for Budgets {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PackError {
     #[error(
-        "budgets: system {system} + task_state {task_state} + tail {tail} + retrieval {retrieval} + user {user} + headroom {headroom} = {sum} exceeds context {context}"
+        "budgets: system {system} + task_state {task_state} + memory {memory} + tail {tail} + retrieval {retrieval} + user {user} + headroom {headroom} = {sum} exceeds context {context}"
     )]
     Budgets {
         system: usize,
         task_state: usize,
+        memory: usize,
         tail: usize,
         retrieval: usize,
         user: usize,
@@ -57,6 +62,7 @@ impl Budgets {
         let sum = self
             .system
             .saturating_add(self.task_state)
+            .saturating_add(self.memory)
             .saturating_add(self.tail)
             .saturating_add(self.retrieval)
             .saturating_add(self.user)
@@ -65,6 +71,7 @@ impl Budgets {
             return Err(PackError::Budgets {
                 system: self.system,
                 task_state: self.task_state,
+                memory: self.memory,
                 tail: self.tail,
                 retrieval: self.retrieval,
                 user: self.user,
@@ -160,6 +167,9 @@ pub struct PackRequest {
     /// The rendered task-state card, and how to fetch it whole if the block must cut it.
     pub task_state: Option<String>,
     pub task_ref: Option<String>,
+    /// The memory block's text (the `<context-topics>` hint, then the working set's topics),
+    /// cut to `budgets.memory` here; empty for none.
+    pub memory: String,
     /// The agent's window, oldest first; the tail block takes the newest that fit.
     pub tail: Vec<TailEntry>,
     pub user_message: String,
@@ -176,6 +186,7 @@ pub struct PackRequest {
 pub enum BlockKind {
     System,
     TaskState,
+    Memory,
     Retrieval,
     Tail,
     User,

@@ -44,6 +44,16 @@ pub fn build_pack(req: &PackRequest, counter: &dyn TokenCounter) -> Result<Retri
         }
         None => String::new(),
     };
+    let memory = match b.memory {
+        0 => String::new(),
+        budget => capped_block(
+            "",
+            &req.memory,
+            "… (memory block cut to its budget; expand_topic pages in more)\n",
+            budget,
+            counter,
+        ),
+    };
     let (tail_text, tail_tokens, tail_items) = tail_block(req, counter);
     let in_tail: Vec<Uuid> = tail_items.iter().map(|i| i.event_id).collect();
     let (mut retrieval, mut decisions) = retrieval_block(req, &in_tail, counter);
@@ -54,12 +64,15 @@ pub fn build_pack(req: &PackRequest, counter: &dyn TokenCounter) -> Result<Retri
         let blocks = [
             (BlockKind::System, &system, None, b.system),
             (BlockKind::TaskState, &task, None, b.task_state),
+            (BlockKind::Memory, &memory, None, b.memory),
             (BlockKind::Retrieval, &retrieval.text, Some(retrieval.tokens), b.retrieval),
             (BlockKind::Tail, &tail_text, Some(tail_tokens), b.tail),
             (BlockKind::User, &user_text, Some(user_tokens), b.user),
         ];
+        // Packs without a memory budget have no memory block (as before there was one).
         let blocks = blocks
             .iter()
+            .filter(|(kind, _, _, budget)| *kind != BlockKind::Memory || *budget > 0)
             .map(|(kind, t, tokens, budget)| PackBlock {
                 kind: *kind,
                 text: (*t).clone(),

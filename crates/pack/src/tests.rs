@@ -40,6 +40,7 @@ fn request(candidates: Vec<Candidate>) -> PackRequest {
         system: "You are a careful coding agent.".into(),
         task_state: Some("## task state t v1 · phase execution\ngoals:\n- fix the bug\n".into()),
         task_ref: Some("t v1".into()),
+        memory: String::new(),
         tail: vec![],
         user_message: "what was the checksum of the release tarball?".into(),
         candidates,
@@ -231,9 +232,10 @@ prop_compose! {
     fn arb_budgets()(
         system in 0usize..300, task_state in 0usize..300, tail in 0usize..1500,
         retrieval in 0usize..3000, user in 20usize..200, headroom in 0usize..500, slack in 0usize..50,
+        memory in prop_oneof![Just(0usize), 0usize..400],
     ) -> Budgets {
-        let context = system + task_state + tail + retrieval + user + headroom + slack;
-        Budgets { context, system, task_state, tail, retrieval, user, headroom }
+        let context = system + task_state + memory + tail + retrieval + user + headroom + slack;
+        Budgets { context, system, task_state, tail, retrieval, user, headroom, memory }
     }
 }
 
@@ -250,6 +252,7 @@ proptest! {
         budgets in arb_budgets(),
         system in arb_text(),
         card in arb_text(),
+        memory in arb_text(),
         user in "[a-z ?]{0,60}",
         role in prop_oneof![Just(AgentRole::Solo), Just(AgentRole::Planner), Just(AgentRole::Executor)],
         cl100k in any::<bool>(),
@@ -260,6 +263,7 @@ proptest! {
             system,
             task_state: (!card.is_empty()).then_some(card),
             task_ref: Some("t v3".into()),
+            memory,
             tail: tail.iter().enumerate().map(|(i, (k, c))| TailEntry::Event { event: ev(100 + i as u128, k.clone(), c), view: None }).collect(),
             user_message: user.clone(),
             terms: memex_rank::query_terms(&user),

@@ -210,6 +210,7 @@ async fn run(s: Arc<Shared>) {
     let poll = Duration::from_millis(s.parts.config.poll_interval_ms.max(10));
     let mut backoff = poll;
     let mut busy: Vec<Uuid> = Vec::new();
+    let mut measured = Instant::now();
     while !*stop.borrow() {
         let cfg = &s.parts.config;
         let claimed = match tables::claim(
@@ -262,7 +263,9 @@ async fn run(s: Arc<Shared>) {
             }
             Err(e) => record_error(&s, "rebuilding topics", &e),
         }
-        if idle {
+        // The lag, as the metric reports it: measured when idle, and at most once a second.
+        if idle || measured.elapsed() >= Duration::from_secs(1) {
+            measured = Instant::now();
             match tables::backlog(s.parts.store.pool(), scope(&s).as_deref()).await {
                 Ok(n) => {
                     s.counters.backlog.store(n, Ordering::Relaxed);
@@ -273,6 +276,8 @@ async fn run(s: Arc<Shared>) {
                     backoff = (backoff * 2).min(Duration::from_secs(30));
                 }
             }
+        }
+        if idle {
             tokio::select! {
                 _ = s.wake.notified() => {}
                 _ = tokio::time::sleep(backoff) => {}

@@ -92,6 +92,12 @@ impl memex_search::Foreground for Admission {
     }
 }
 
+impl memex_recall::Foreground for Admission {
+    fn busy(&self) -> bool {
+        memex_search::Foreground::busy(self)
+    }
+}
+
 /// `status` with the gRPC retry hint (`grpc-retry-pushback-ms`, gRFC A6).
 pub fn retry_later(mut status: Status) -> Status {
     if let Ok(v) = RETRY_AFTER.as_millis().to_string().parse() {

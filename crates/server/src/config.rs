@@ -8,6 +8,7 @@ use std::time::Duration;
 use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use memex_context::ContextConfig;
+use memex_recall::MemoryConfig;
 use memex_search::SearchConfig;
 use memex_views::ViewsConfig;
 use serde::{Deserialize, Serialize};
@@ -30,6 +31,9 @@ pub struct Config {
     pub search: SearchConfig,
     pub embedding: EmbeddingConfig,
     pub context: ContextConfig,
+    /// Memory (Virtual Context): the worker that derives topics, segments and facts, its
+    /// interpreter, and the reader tools' defaults. Owned by `memex-recall`.
+    pub memory: MemoryConfig,
     pub mcp: McpConfig,
     /// After a shutdown signal, in-flight RPCs get this long to finish before they are cut off.
     pub shutdown_grace_secs: u64,
@@ -210,6 +214,7 @@ impl Default for Config {
             search: SearchConfig::default(),
             embedding: EmbeddingConfig::default(),
             context: ContextConfig::default(),
+            memory: MemoryConfig::default(),
             mcp: McpConfig::default(),
             shutdown_grace_secs: 30,
             log: LogConfig::default(),
@@ -313,7 +318,8 @@ pub enum ConfigError {
 
 /// The top-level keys `MEMEX_*` variables may set; other `MEMEX_*` variables (such as the client's
 /// `MEMEX_API_KEY`) are not configuration and are ignored here.
-const SECTIONS: [&str; 13] = [
+const SECTIONS: [&str; 14] = [
+    "memory",
     "listen",
     "role",
     "database",
@@ -394,9 +400,10 @@ impl Config {
         if e.provider == EmbeddingProvider::Openai && (e.base_url.is_empty() || e.dim == 0 || e.model.is_empty()) {
             return bad("embedding.provider = \"openai\" needs embedding.base_url, embedding.model and embedding.dim");
         }
-        if self.role == Role::Worker && (e.provider == EmbeddingProvider::None || !e.worker) {
+        let embeds = e.provider != EmbeddingProvider::None && e.worker;
+        if self.role == Role::Worker && !embeds && !self.memory.enabled {
             return bad(
-                "role = \"worker\" runs the embedding worker: it needs embedding.provider and embedding.worker = true",
+                "role = \"worker\" runs the embedding and memory workers: it needs embedding.provider with embedding.worker = true, or memory.enabled = true",
             );
         }
         if !(e.worker_share > 0.0 && e.worker_share <= 1.0) {
@@ -406,6 +413,7 @@ impl Config {
             return bad("embedding.batch_size and embedding.queue_capacity must be > 0");
         }
         self.context.check().map_err(ConfigError::Invalid)?;
+        self.memory.check().map_err(ConfigError::Invalid)?;
         if self.mcp.http && self.mcp.http_addr == self.listen {
             return bad("mcp.http_addr must differ from listen");
         }
@@ -424,6 +432,9 @@ impl Config {
         }
         if !copy.embedding.api_key.is_empty() {
             copy.embedding.api_key = "***".to_owned();
+        }
+        if !copy.memory.openai.api_key.is_empty() {
+            copy.memory.openai.api_key = "***".to_owned();
         }
         toml::to_string(&copy).unwrap_or_else(|e| format!("<unprintable config: {e}>"))
     }
@@ -542,10 +553,12 @@ mod tests {
     }
 
     #[test]
-    fn a_worker_needs_a_model_to_run() {
+    fn a_worker_needs_something_to_run() {
         let mut c = Config { role: Role::Worker, ..Config::default() };
         c.validate().expect("the default model");
         c.embedding.provider = EmbeddingProvider::None;
+        c.validate().expect("the memory worker alone");
+        c.memory.enabled = false;
         let err = c.validate().expect_err("nothing to do");
         assert!(err.to_string().contains("role = \"worker\""), "{err}");
         assert!(Config { role: Role::Api, ..Config::default() }.redacted().contains("role = \"api\""));
@@ -560,5 +573,19 @@ mod tests {
         assert!(text.contains("postgres://memex:***@db:5432/memex"), "{text}");
         assert!(text.contains("postgres://memex:***@standby:5432/memex"), "{text}");
         assert!(!text.contains("hunter2") && !text.contains("hunter3"));
+    }
+
+    #[test]
+    fn the_memory_section_layers_and_names_bad_keys() {
+        let c = Config::load(None, serde_json::json!({"memory": {"interpreter": "openai", "openai": {"base_url": "http://llm:8000/v1", "model": "qwen", "api_key": "sk-secret"}}}))
+            .expect("load");
+        assert_eq!(c.memory.interpreter, memex_recall::InterpreterKind::Openai);
+        let text = c.redacted();
+        assert!(text.contains("interpreter = \"openai\"") && !text.contains("sk-secret"), "{text}");
+        let err = Config::load(None, serde_json::json!({"memory": {"interpreter": "openai"}})).expect_err("no server");
+        assert!(err.to_string().contains("memory.openai.base_url"), "{err}");
+        let err =
+            Config::load(None, serde_json::json!({"memory": {"segment": {"split_belwo": 0.4}}})).expect_err("typo");
+        assert!(err.to_string().contains("split_belwo"), "{err}");
     }
 }

@@ -12,6 +12,7 @@ pub mod config;
 mod context_seams;
 mod convert;
 pub mod flags;
+mod memory;
 pub mod metrics;
 mod rpc;
 pub mod search;
@@ -27,6 +28,7 @@ use std::time::Duration;
 use memex_proto::v1::admin_service_server::AdminServiceServer;
 use memex_proto::v1::context_service_server::ContextServiceServer;
 use memex_proto::v1::event_service_server::EventServiceServer;
+use memex_proto::v1::memory_service_server::MemoryServiceServer;
 use memex_proto::v1::search_service_server::SearchServiceServer;
 use memex_proto::v1::session_service_server::SessionServiceServer;
 use memex_proto::v1::task_service_server::TaskServiceServer;
@@ -122,14 +124,19 @@ async fn run_worker(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
     let background = background::Background::start()?;
-    let workers = search::start_worker(&config, &background).await?;
-    let _observers = metrics::embedding_metrics(&workers);
+    let embeds = config.embedding.provider != config::EmbeddingProvider::None && config.embedding.worker;
+    let workers = if embeds { search::start_worker(&config, &background).await? } else { Vec::new() };
+    let memory_worker = memory::start_worker(&config, &background, None).await?;
+    let _observers: Vec<metrics::Observer> = metrics::embedding_metrics(&workers)
+        .into_iter()
+        .chain(memory_worker.iter().flat_map(metrics::memory_metrics))
+        .collect();
     let (health_reporter, health) = tonic_health::server::health_reporter();
     health_reporter.set_service_status("", tonic_health::ServingStatus::Serving).await;
     health_reporter.set_service_status(LIVENESS, tonic_health::ServingStatus::Serving).await;
     let signal = async move {
         shutdown.await;
-        tracing::info!("shutdown requested: stopping the embedding worker");
+        tracing::info!("shutdown requested: stopping the embedding and memory workers");
         health_reporter.set_service_status("", tonic_health::ServingStatus::NotServing).await;
     };
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
@@ -139,12 +146,15 @@ async fn run_worker(
         for w in workers {
             w.stop().await;
         }
+        if let Some(m) = memory_worker {
+            m.stop().await;
+        }
         store.close().await;
     };
     if tokio::time::timeout(CLEANUP, cleanup).await.is_err() {
         tracing::warn!(
             secs = CLEANUP.as_secs(),
-            "the embedding worker did not stop in time: abandoned (its lease expires)"
+            "the background workers did not stop in time: abandoned (their leases expire)"
         );
     }
     tracing::info!("memex worker stopped");
@@ -233,13 +243,30 @@ pub async fn run_with_mcp(
         .map(|s| metrics::index_metrics(&s.index).into_iter().chain(metrics::embedding_metrics(s.workers())).collect())
         .unwrap_or_default();
     // When search is on, packs draw candidates from the index, and compaction checks it first.
-    let mut context = state.context.clone().with_full_view(full_view);
+    let mut context = state.context.clone().with_full_view(full_view.clone());
     if let Some(index) = &state.search {
         context = context
             .with_source(Arc::new(context_seams::IndexSource(index.clone())))
             .with_index_catch_up(Arc::new(context_seams::IndexCatchUpSeam(index.clone())));
     }
     state.context = context;
+    state.memory = memory::reader(&config, store.clone(), full_view.clone(), state.search.clone())?;
+    if let Some(m) = &state.memory {
+        state.context = state.context.clone().with_memory(Arc::new(memory::PackMemory(m.clone())));
+    }
+    // The memory worker runs beside the RPCs (role all) on idle-priority threads of its own.
+    let memory_background = match config.role.embeds() && config.memory.enabled {
+        true => Some(background::Background::start()?),
+        false => None,
+    };
+    let memory_worker = match &memory_background {
+        Some(b) => {
+            let foreground: Arc<dyn memex_recall::Foreground> = state.admission.clone();
+            memory::start_worker(&config, b, Some(foreground)).await?
+        }
+        None => None,
+    };
+    let _memory_observers: Vec<metrics::Observer> = memory_worker.iter().flat_map(metrics::memory_metrics).collect();
     let state = Arc::new(state);
     // tonic refuses messages beyond this outright (OUT_OF_RANGE); up to it, handlers refuse
     // messages over the configured limit with INVALID_ARGUMENT naming the limit.
@@ -265,6 +292,7 @@ pub async fn run_with_mcp(
     health_reporter.set_serving::<SearchServiceServer<service::search::Search>>().await;
     health_reporter.set_serving::<ContextServiceServer<service::context::Context>>().await;
     health_reporter.set_serving::<TaskServiceServer<service::context::tasks::Tasks>>().await;
+    health_reporter.set_serving::<MemoryServiceServer<service::memory::MemoryHandler>>().await;
     let listener_engine = state.context.clone();
     let reports_listener = tokio::spawn(async move { listener_engine.listen_for_reports().await });
     let reflection_v1 = tonic_reflection::server::Builder::configure()
@@ -313,6 +341,11 @@ pub async fn run_with_mcp(
         .add_service(
             TaskServiceServer::new(service::context::tasks::Tasks::new(state.clone()))
                 .max_decoding_message_size(hard_limit),
+        )
+        .add_service(
+            MemoryServiceServer::new(service::memory::MemoryHandler::new(state.clone()))
+                .max_decoding_message_size(hard_limit)
+                .max_encoding_message_size(usize::MAX),
         );
 
     let grace = config.shutdown_grace();
@@ -371,6 +404,10 @@ pub async fn run_with_mcp(
         if let Some(search) = search {
             search.stop().await;
         }
+        if let Some(m) = memory_worker {
+            m.stop().await;
+        }
+        drop(memory_background);
         store.close().await;
     };
     if tokio::time::timeout(CLEANUP, cleanup).await.is_err() {

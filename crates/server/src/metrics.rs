@@ -225,3 +225,29 @@ pub fn embedding_metrics(workers: &[memex_search::EmbeddingWorker]) -> Vec<Obser
         ),
     ]
 }
+
+/// `memex.memory.lag` (events appended but not yet read by the memory worker, as it last
+/// measured) and `memex.memory.events` (events it read).
+pub fn memory_metrics(worker: &memex_recall::MemoryWorker) -> Vec<Observer> {
+    let meter = meter();
+    let probe = worker.probe();
+    let again = probe.clone();
+    vec![
+        Observer::Gauge(
+            meter
+                .u64_observable_gauge("memex.memory.lag")
+                .with_description("Events appended but not yet read by the memory worker, as it last measured")
+                .with_unit("{event}")
+                .with_callback(move |o| o.observe(probe.progress().backlog_events, &[]))
+                .build(),
+        ),
+        Observer::Counter(
+            meter
+                .u64_observable_counter("memex.memory.events")
+                .with_description("Events this process's memory worker read into turns, segments and facts")
+                .with_unit("{event}")
+                .with_callback(move |o| o.observe(again.progress().events, &[]))
+                .build(),
+        ),
+    ]
+}

@@ -82,6 +82,13 @@ pub async fn start_worker(config: &Config, background: &Background) -> Result<Ve
 /// The fast tier: a static table distilled from MiniLM (with `provider = "minilm"` and
 /// `static_tier`), distilled at the first start and read from disk afterwards.
 pub fn fast_tier(e: &EmbeddingConfig) -> Result<Option<Arc<dyn Embedder>>, EmbedError> {
+    Ok(static_table(e)?.map(|t| t as Arc<dyn Embedder>))
+}
+
+/// The static table itself (search's fast tier, memory's vectors), loaded once per process and
+/// directory: it holds ~46 MB.
+pub fn static_table(e: &EmbeddingConfig) -> Result<Option<Arc<StaticTable>>, EmbedError> {
+    static LOADED: std::sync::Mutex<Vec<(String, Arc<StaticTable>)>> = std::sync::Mutex::new(Vec::new());
     if e.provider != EmbeddingProvider::Minilm || !e.static_tier {
         return Ok(None);
     }
@@ -91,12 +98,19 @@ pub fn fast_tier(e: &EmbeddingConfig) -> Result<Option<Arc<dyn Embedder>>, Embed
     } else {
         e.static_dir.clone()
     };
-    let table = StaticTable::load_or_distill(
+    let key = format!("{dir}\u{0}{model}");
+    if let Some(t) = LOADED.lock().ok().and_then(|l| l.iter().find(|(k, _)| *k == key).map(|(_, t)| t.clone())) {
+        return Ok(Some(t));
+    }
+    let table = Arc::new(StaticTable::load_or_distill(
         std::path::Path::new(&dir),
         std::path::Path::new(&e.model_dir),
         StaticTable::name_for(&model),
-    )?;
-    Ok(Some(Arc::new(table)))
+    )?);
+    if let Ok(mut l) = LOADED.lock() {
+        l.push((key, table.clone()));
+    }
+    Ok(Some(table))
 }
 
 /// The background embedding workers of a process that embeds: the model's and, when configured,

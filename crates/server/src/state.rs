@@ -24,6 +24,8 @@ pub struct AppState {
     pub search: Option<std::sync::Arc<memex_search::SearchIndex>>,
     /// The TRACE context engine (task state, compaction, packs, delegation).
     pub context: memex_context::ContextEngine,
+    /// Memory's reader tools; None when `memory.enabled = false`.
+    pub memory: Option<memex_recall::Memory>,
 }
 
 impl AppState {
@@ -64,6 +66,7 @@ impl AppState {
             max_import_bytes: config.limits.max_import_bytes,
             search: None,
             context: memex_context::ContextEngine::new(store.clone(), config.context.clone()),
+            memory: None,
         }
     }
 }

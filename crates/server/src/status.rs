@@ -114,6 +114,29 @@ fn full_view_status(e: &FullViewError) -> Status {
     }
 }
 
+pub fn recall_status(e: &memex_recall::RecallError) -> Status {
+    use memex_recall::RecallError as R;
+    match e {
+        R::Invalid { field, message } => Status::invalid_argument(format!("{field}: {message}")),
+        R::NotFound(what) => Status::not_found(format!("{what} not found")),
+        R::Disabled => Status::failed_precondition(e.to_string()),
+        R::Store(s) => store_status(s),
+        R::View(v) => full_view_status(v),
+        R::Db(sqlx::Error::PoolTimedOut) => {
+            tracing::warn!("database pool exhausted");
+            Status::unavailable("the database is overloaded; retry with backoff")
+        }
+        R::Search(_) | R::Interpret(_) => {
+            tracing::warn!(error = %e, "memory: a dependency failed");
+            crate::admission::retry_later(Status::unavailable(e.to_string()))
+        }
+        R::Db(_) | R::Corrupt(_) => {
+            tracing::error!(error = %e, "internal error");
+            Status::internal("internal error (logged on the server)")
+        }
+    }
+}
+
 /// A required UUID field.
 pub fn parse_uuid(field: &str, value: &str) -> Result<uuid::Uuid, Status> {
     if value.is_empty() {

@@ -404,6 +404,7 @@ async fn replay(ctx: &Ctx, index: usize, t: Trajectory) -> anyhow::Result<TraceR
                     retrieval: Some(a.retrieval),
                     user: Some(500),
                     headroom: Some(a.headroom),
+                    memory: None,
                 }),
                 // The needle is looked for in the retrieval block's own text.
                 view: pb::PackView::Full as i32,

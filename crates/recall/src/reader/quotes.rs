@@ -1,4 +1,6 @@
 //! `find_quote` and `remember_when`: search, then the segments the hits fall in, with their facts.
+//! A segment gives at most two quotes: its best hit in what was said, and its best hit in tool
+//! output.
 use std::collections::{BTreeSet, HashMap};
 
 use chrono::{DateTime, Duration, Utc};
@@ -217,7 +219,10 @@ impl Memory {
             {
                 continue;
             }
-            let key = seg.map_or(h.session.as_u128() ^ u128::from(h.seq), |s| s.id.as_u128());
+            // One quote per segment and kind of match: what was said, and a tool's output (§3.7:
+            // tool output is searched apart and marked so).
+            let output = h.kind == "tool_result" || h.kind == "tool_error";
+            let key = (seg.map_or(h.session.as_u128() ^ u128::from(h.seq), |s| s.id.as_u128()), output);
             if !seen.insert(key) {
                 continue;
             }

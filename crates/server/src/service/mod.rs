@@ -3,6 +3,7 @@
 pub mod admin;
 pub mod context;
 pub mod events;
+pub mod memory;
 pub mod search;
 pub mod sessions;
 pub mod views;

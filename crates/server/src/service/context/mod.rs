@@ -116,6 +116,15 @@ impl ContextService for Context {
             tokenizer: wire::tokenizer("tokenizer", &r.tokenizer)?,
             role: wire::role("role", r.role)?,
             historical: r.historical,
+            memory_reader: match r.memory_reader.as_str() {
+                "" => None,
+                m if m.len() > 256 || m.chars().any(char::is_control) => {
+                    return Err(Status::invalid_argument(
+                        "memory_reader: at most 256 characters, no control characters",
+                    ));
+                }
+                m => Some(m.to_owned()),
+            },
         };
         let built = st.context.build_pack(ns.id, req).await.map_err(|e| context_status(&e))?;
         let pack = wire::pack_out(&ns.name, built, full);

@@ -200,6 +200,7 @@ pub fn budgets(b: Option<pb::Budgets>, defaults: Budgets) -> Budgets {
         retrieval: or(b.retrieval, defaults.retrieval),
         user: or(b.user, defaults.user),
         headroom: or(b.headroom, defaults.headroom),
+        memory: or(b.memory, defaults.memory),
     }
 }
 
@@ -213,6 +214,7 @@ fn budgets_out(b: &Budgets) -> pb::Budgets {
         retrieval: n(b.retrieval),
         user: n(b.user),
         headroom: n(b.headroom),
+        memory: n(b.memory),
     }
 }
 
@@ -248,6 +250,7 @@ fn block_name(b: BlockKind) -> &'static str {
     match b {
         BlockKind::System => "system",
         BlockKind::TaskState => "task_state",
+        BlockKind::Memory => "memory",
         BlockKind::Retrieval => "retrieval",
         BlockKind::Tail => "tail",
         BlockKind::User => "user",

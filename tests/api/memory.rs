@@ -1,0 +1,526 @@
+//! Memory over gRPC: the worker reads a coding session into facts, segments and topics, and the
+//! reader tools answer with pointers that ReadLines dereferences; supersession, as_of, paging,
+//! presented-ref dedup, field errors, access, and a rebuild that gives the same memory.
+use std::time::Duration;
+
+use memex_proto::v1 as pb;
+use memex_store::Access;
+use memex_tests::{Clients, TestServer, memory_on};
+use tonic::Code;
+
+fn ev(kind: &str, content: &str) -> pb::EventInput {
+    pb::EventInput { kind: kind.into(), content: content.into(), ..Default::default() }
+}
+
+fn call(id: &str, tool: &str, input: &str) -> pb::EventInput {
+    pb::EventInput { tool_name: tool.into(), tool_call_id: id.into(), ..ev("tool_call", input) }
+}
+
+fn result(id: &str, output: &str) -> pb::EventInput {
+    pb::EventInput { tool_call_id: id.into(), ..ev("tool_result", output) }
+}
+
+/// A coding session: a request, a constraint, an edit, a failing test with a compiler error, a
+/// fix, the test passing, a user correction, and later talk about deployment.
+fn session_events() -> Vec<pb::EventInput> {
+    vec![
+        ev(
+            "user_message",
+            "The `parse_header` function rejects valid headers. Fix it, and never change the public API.",
+        ),
+        ev("assistant_message", "I'll read the parser first."),
+        call("c1", "Read", r#"{"file_path":"src/parser.rs"}"#),
+        result("c1", "fn parse_header(h: &str) -> Result<Header, Error> { todo!() }"),
+        ev("assistant_message", "The parser compares lengths wrongly; editing it."),
+        call("c2", "Edit", r#"{"file_path":"src/parser.rs","old_string":"a","new_string":"b"}"#),
+        result("c2", "The file src/parser.rs has been updated."),
+        call("c3", "Bash", r#"{"command":"cargo test parser"}"#),
+        result(
+            "c3",
+            "error[E0308]: mismatched types in src/parser.rs\ntest parser::valid_header ... FAILED\ntest result: FAILED. 4 passed; 1 failed",
+        ),
+        ev("assistant_message", "A type mismatch in the parser; fixing the return type."),
+        call("c4", "Edit", r#"{"file_path":"src/parser.rs","old_string":"b","new_string":"c"}"#),
+        result("c4", "The file src/parser.rs has been updated."),
+        call("c5", "Bash", r#"{"command":"cargo test parser"}"#),
+        result("c5", "test parser::valid_header ... ok\ntest result: ok. 5 passed; 0 failed"),
+        ev("user_message", "No, use the `httparse` crate instead of hand-written parsing."),
+        ev("assistant_message", "Switching the parser to httparse."),
+        call("c6", "Bash", r#"{"command":"cargo add httparse"}"#),
+        result("c6", "Adding httparse v1.9.4 to dependencies"),
+        ev(
+            "user_message",
+            "Now let's talk deployment: the Helm chart needs a readiness probe for the staging cluster.",
+        ),
+        ev("assistant_message", "The Helm chart gets a gRPC readiness probe; staging uses the same chart values."),
+        call("c7", "Write", r#"{"file_path":"deploy/helm/values-staging.yaml","content":"probe: grpc"}"#),
+        result("c7", "File created successfully at: deploy/helm/values-staging.yaml"),
+    ]
+}
+
+async fn append(c: &Clients, ns: &str, session: &str, events: Vec<pb::EventInput>) {
+    c.events
+        .clone()
+        .append_events(pb::AppendEventsRequest {
+            namespace: ns.into(),
+            session_id: session.into(),
+            events,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+}
+
+/// Waits until the worker has read everything and the topics are current.
+async fn settled(c: &Clients, ns: &str) -> pb::GetMemoryStatusResponse {
+    for _ in 0..1_500 {
+        let s = c
+            .memory
+            .clone()
+            .get_memory_status(pb::GetMemoryStatusRequest { namespace: ns.into() })
+            .await
+            .unwrap()
+            .into_inner();
+        if s.lag_events == 0 && s.topics_current && s.segments > 0 && s.topics > 0 {
+            // One more round: the last turn closes after the events are read.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let again = c
+                .memory
+                .clone()
+                .get_memory_status(pb::GetMemoryStatusRequest { namespace: ns.into() })
+                .await
+                .unwrap()
+                .into_inner();
+            if again == s {
+                return s;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the memory worker did not settle");
+}
+
+async fn read_lines(f: &crate::Fixture, pointer: &str) -> String {
+    let mut views = pb::view_service_client::ViewServiceClient::new(f.c.channel.clone());
+    let mut req = tonic::Request::new(pb::ReadLinesRequest {
+        namespace: f.ns.clone(),
+        pointer: pointer.into(),
+        ..Default::default()
+    });
+    req.metadata_mut().insert("authorization", f.token.parse().unwrap());
+    let r = views.read_lines(req).await.unwrap().into_inner();
+    r.lines.into_iter().map(|l| l.text).collect::<Vec<_>>().join("\n")
+}
+
+#[tokio::test]
+async fn the_worker_reads_a_session_and_the_reader_tools_answer_with_pointers() {
+    let Some(srv) = TestServer::start_with(memory_on).await else { return };
+    let f = crate::fixture(&srv, "mem").await;
+    append(&f.c, &f.ns, &f.session, session_events()).await;
+    let status = settled(&f.c, &f.ns).await;
+    assert_eq!(status.interpreter, "heuristic");
+    assert!(status.facts >= 8, "{status:?}");
+    let mut m = f.c.memory.clone();
+
+    // The test failed, then passed: the latest status is "passed", and the failure is
+    // superseded (as_of before the fix still says "failed").
+    let facts = m
+        .query_facts(pb::QueryFactsRequest {
+            namespace: f.ns.clone(),
+            fact_type: "test".into(),
+            subject: "valid_header".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .facts;
+    assert_eq!(facts.len(), 1, "{facts:?}");
+    assert_eq!(facts[0].verb, "passed");
+    let passed = facts[0].clone();
+    let all = m
+        .query_facts(pb::QueryFactsRequest {
+            namespace: f.ns.clone(),
+            fact_type: "test".into(),
+            subject: "valid_header".into(),
+            include_superseded: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .facts;
+    assert_eq!(all.len(), 2);
+    let failed = all.iter().find(|f| f.verb == "failed").unwrap().clone();
+    assert_eq!(failed.superseded_by, passed.id);
+    // Verb expansion: "broke" finds the failure among superseded facts.
+    let broke = m
+        .query_facts(pb::QueryFactsRequest {
+            namespace: f.ns.clone(),
+            verb: "broke".into(),
+            include_superseded: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(broke.expanded_verbs.contains(&"failed".to_string()), "{:?}", broke.expanded_verbs);
+    assert!(broke.facts.iter().any(|x| x.id == failed.id));
+    // The chain, oldest first.
+    let chain = m
+        .get_fact(pb::GetFactRequest { namespace: f.ns.clone(), fact_id: failed.id.clone() })
+        .await
+        .unwrap()
+        .into_inner()
+        .chain;
+    assert_eq!(chain.iter().map(|c| c.verb.as_str()).collect::<Vec<_>>(), vec!["failed", "passed"]);
+    // Every fact cites lines that hold what it says.
+    let text = read_lines(&f, &failed.pointer).await;
+    assert!(text.contains("cargo test parser"), "{}: {text}", failed.pointer);
+    let errors = m
+        .query_facts(pb::QueryFactsRequest {
+            namespace: f.ns.clone(),
+            fact_type: "error".into(),
+            include_superseded: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .facts;
+    let verbs: Vec<&str> = errors.iter().map(|e| e.verb.as_str()).collect();
+    assert!(verbs.contains(&"seen") && verbs.contains(&"resolved"), "{errors:?}");
+    assert!(errors.iter().any(|e| e.object.contains("error[E0308]: mismatched types")));
+    // The user's words: a constraint and a correction, verbatim.
+    for (t, quote) in [("constraint", "never change the public API"), ("correction", "use the `httparse` crate")] {
+        let r = m
+            .query_facts(pb::QueryFactsRequest { namespace: f.ns.clone(), fact_type: t.into(), ..Default::default() })
+            .await
+            .unwrap()
+            .into_inner()
+            .facts;
+        assert!(r.iter().any(|x| x.what.contains(quote) && x.who == "user"), "{t}: {r:?}");
+    }
+
+    // FindQuote: the segment holding the error, with the hit's own pointer and the facts read there.
+    let q = m
+        .find_quote(pb::FindQuoteRequest {
+            namespace: f.ns.clone(),
+            query: "mismatched types".into(),
+            reader: "agent-r".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    // The tool's output matched (the assistant's words about it may rank above it).
+    let first = q.quotes.iter().find(|x| x.match_type == "tool_output").expect("the output is quoted");
+    let seg = first.segment.as_ref().expect("the hit is in a segment");
+    assert!(!seg.pointer.is_empty() && !seg.summary.is_empty());
+    assert!(read_lines(&f, &first.hit_pointer).await.contains("mismatched types"));
+    assert!(first.facts.iter().any(|x| x.fact_type == "error"), "{:?}", first.facts);
+    // Shown to this reader once: not again.
+    let again = m
+        .find_quote(pb::FindQuoteRequest {
+            namespace: f.ns.clone(),
+            query: "mismatched types".into(),
+            reader: "agent-r".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(again.already_presented >= 1);
+    assert!(again.quotes.iter().all(|x| x.segment.as_ref().is_none_or(|s| s.id != seg.id)));
+
+    // Topics: the parser and the deployment are topics, each with a summary citing lines.
+    let topics = m
+        .list_topics(pb::ListTopicsRequest { namespace: f.ns.clone(), ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner();
+    let names: Vec<&str> = topics.topics.iter().map(|t| t.tag.as_str()).collect();
+    assert!(names.contains(&"parser.rs") && names.iter().any(|n| n.contains("helm")), "{names:?}");
+    let x = m
+        .expand_topic(pb::ExpandTopicRequest {
+            namespace: f.ns.clone(),
+            tag: "parser.rs".into(),
+            depth: "segments".into(),
+            reader: "agent-r".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!x.segments.is_empty() && x.tokens > 0 && x.working_set_tokens == x.tokens, "{x:?}");
+    assert!(x.text.contains(&x.segments[0].pointer), "{}", x.text);
+    let full = m
+        .expand_topic(pb::ExpandTopicRequest {
+            namespace: f.ns.clone(),
+            tag: "parser.rs".into(),
+            depth: "full".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(full.text.contains("cargo test parser") && full.tokens > x.tokens, "{}", full.text);
+    let all =
+        m.recall_all(pb::RecallAllRequest { namespace: f.ns.clone(), max_tokens: 4_000 }).await.unwrap().into_inner();
+    assert!(!all.topics.is_empty() && all.tokens <= 4_000 && all.topics.iter().all(|t| t.in_cover));
+    let when = m
+        .remember_when(pb::RememberWhenRequest {
+            namespace: f.ns.clone(),
+            query: "readiness probe".into(),
+            preset: "last_7_days".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!when.quotes.is_empty());
+    assert!(
+        when.facts_in_window.iter().any(|x| x.subject.ends_with("values-staging.yaml")),
+        "{:?}",
+        when.facts_in_window
+    );
+
+    // A pack with a memory budget carries the topics hint and the reader's working set (the
+    // topic paged in above), within its budget.
+    let pack =
+        f.c.context
+            .clone()
+            .build_pack(pb::BuildPackRequest {
+                namespace: f.ns.clone(),
+                session_id: f.session.clone(),
+                user_message: "what did we change in the parser?".into(),
+                budgets: Some(pb::Budgets { memory: Some(1_500), ..Default::default() }),
+                memory_reader: "agent-r".into(),
+                view: pb::PackView::Full as i32,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+    let kinds: Vec<&str> = pack.blocks.iter().map(|b| b.kind.as_str()).collect();
+    let pos = |k: &str| kinds.iter().position(|x| *x == k);
+    assert!(pos("task_state") < pos("memory") && pos("memory") < pos("retrieval"), "{kinds:?}");
+    let block = pack.blocks.iter().find(|b| b.kind == "memory").expect("a memory block");
+    assert!(block.tokens > 0 && block.tokens <= 1_500, "{block:?}");
+    assert!(block.text.contains("<context-topics") && block.text.contains("- parser.rs [segments]"), "{}", block.text);
+    assert!(block.text.contains(&x.segments[0].pointer), "the working set's content: {}", block.text);
+
+    // Errors name the field.
+    for (code, field, res) in [
+        (
+            Code::InvalidArgument,
+            "depth",
+            m.expand_topic(pb::ExpandTopicRequest {
+                namespace: f.ns.clone(),
+                tag: "parser.rs".into(),
+                depth: "deep".into(),
+                ..Default::default()
+            })
+            .await
+            .map(|_| ()),
+        ),
+        (
+            Code::NotFound,
+            "topic",
+            m.expand_topic(pb::ExpandTopicRequest {
+                namespace: f.ns.clone(),
+                tag: "nope".into(),
+                ..Default::default()
+            })
+            .await
+            .map(|_| ()),
+        ),
+        (
+            Code::InvalidArgument,
+            "preset",
+            m.remember_when(pb::RememberWhenRequest {
+                namespace: f.ns.clone(),
+                query: "x".into(),
+                preset: "last_week".into(),
+                ..Default::default()
+            })
+            .await
+            .map(|_| ()),
+        ),
+        (
+            Code::InvalidArgument,
+            "fact_type",
+            m.query_facts(pb::QueryFactsRequest {
+                namespace: f.ns.clone(),
+                fact_type: "gossip".into(),
+                ..Default::default()
+            })
+            .await
+            .map(|_| ()),
+        ),
+        (
+            Code::InvalidArgument,
+            "query",
+            m.find_quote(pb::FindQuoteRequest { namespace: f.ns.clone(), ..Default::default() }).await.map(|_| ()),
+        ),
+        (
+            Code::NotFound,
+            "fact_id",
+            m.get_fact(pb::GetFactRequest { namespace: f.ns.clone(), fact_id: uuid::Uuid::nil().to_string() })
+                .await
+                .map(|_| ()),
+        ),
+    ] {
+        let e = res.expect_err(field);
+        assert_eq!(e.code(), code, "{field}: {e:?}");
+        assert!(e.message().contains(field), "{field}: {}", e.message());
+    }
+    // A reader's state needs write access; reading does not.
+    let (_, read) = srv.namespace_with_key(&f.ns, Access::Read).await;
+    let mut ro = srv.clients(Some(&read)).await.memory;
+    let e = ro
+        .expand_topic(pb::ExpandTopicRequest {
+            namespace: f.ns.clone(),
+            tag: "parser.rs".into(),
+            reader: "agent-r".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied);
+    ro.expand_topic(pb::ExpandTopicRequest { namespace: f.ns.clone(), tag: "parser.rs".into(), ..Default::default() })
+        .await
+        .unwrap();
+}
+
+/// Paging: expanding topics past the working set's budget collapses the coldest first.
+#[tokio::test]
+async fn expanding_past_the_budget_pages_the_coldest_topics_out() {
+    let Some(srv) = TestServer::start_with(|c| {
+        memory_on(c);
+        c.memory.working_set_tokens = 1_000;
+    })
+    .await
+    else {
+        return;
+    };
+    let f = crate::fixture(&srv, "paging").await;
+    append(&f.c, &f.ns, &f.session, session_events()).await;
+    settled(&f.c, &f.ns).await;
+    let mut m = f.c.memory.clone();
+    let topics = m
+        .list_topics(pb::ListTopicsRequest { namespace: f.ns.clone(), ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner()
+        .topics;
+    assert!(topics.len() >= 3, "{topics:?}");
+    let mut paged = Vec::new();
+    for t in &topics {
+        let x = m
+            .expand_topic(pb::ExpandTopicRequest {
+                namespace: f.ns.clone(),
+                tag: t.tag.clone(),
+                depth: "full".into(),
+                reader: "pager".into(),
+                max_tokens: 600,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(x.working_set_tokens <= x.working_set_budget.max(x.tokens), "{x:?}");
+        assert_eq!(x.working_set_budget, 1_000);
+        paged.extend(x.paged_out);
+    }
+    assert!(!paged.is_empty(), "nothing paged out");
+    assert!(paged.iter().all(|p| p.action == "collapsed" || p.action == "dropped"));
+}
+
+#[derive(Debug, PartialEq)]
+struct Snapshot {
+    segments: Vec<(i64, i64, Vec<String>, String, bool)>,
+    facts: Vec<(String, String, String, String, i64, Option<uuid::Uuid>)>,
+    topics: Vec<(String, Vec<String>, bool, String)>,
+}
+
+async fn snapshot(store: &memex_store::Store, ns: uuid::Uuid) -> Snapshot {
+    let pool = store.pool();
+    Snapshot {
+        segments: sqlx::query_as(
+            "SELECT first_seq, last_seq, tags, summary_text, closed FROM memory_segments WHERE namespace_id = $1 ORDER BY first_seq",
+        )
+        .bind(ns)
+        .fetch_all(pool)
+        .await
+        .unwrap(),
+        facts: sqlx::query_as(
+            "SELECT fact_type, subject, verb, what, first_seq, superseded_by FROM memory_facts WHERE namespace_id = $1
+             ORDER BY first_seq, fact_type, subject, verb",
+        )
+        .bind(ns)
+        .fetch_all(pool)
+        .await
+        .unwrap(),
+        topics: sqlx::query_as(
+            "SELECT tag, aliases, in_cover, description FROM memory_topics WHERE namespace_id = $1 ORDER BY tag",
+        )
+        .bind(ns)
+        .fetch_all(pool)
+        .await
+        .unwrap(),
+    }
+}
+
+/// Memory is derived: forgotten and read again — here in jobs of three events, after a restart —
+/// it is the same, row for row.
+#[tokio::test]
+async fn a_rebuild_in_small_jobs_after_a_restart_gives_the_same_memory() {
+    let Some(srv) = TestServer::start_with(memory_on).await else { return };
+    let f = crate::fixture(&srv, "rebuild").await;
+    for chunk in session_events().chunks(5) {
+        append(&f.c, &f.ns, &f.session, chunk.to_vec()).await;
+    }
+    settled(&f.c, &f.ns).await;
+    let ns = srv.store.namespace("rebuild").await.unwrap().id;
+    let before = snapshot(&srv.store, ns).await;
+    assert!(before.segments.len() >= 2 && before.facts.len() >= 8, "{before:?}");
+    let (config, store) = (srv.config.clone(), srv.store.clone());
+    srv.stop().await;
+    memex_recall::reset_namespace(store.pool(), ns).await.unwrap();
+    let mut config = config;
+    config.memory.events_per_job = 3;
+    let srv = TestServer::restart(config, store.clone()).await;
+    let c = srv.clients(Some(f.token.trim_start_matches("Bearer "))).await;
+    settled(&c, &f.ns).await;
+    assert_eq!(snapshot(&store, ns).await, before);
+}
+
+/// With memory off, the reader tools say so.
+#[tokio::test]
+async fn memory_off_is_a_failed_precondition() {
+    let Some(srv) = TestServer::start().await else { return };
+    let f = crate::fixture(&srv, "off").await;
+    let e =
+        f.c.memory
+            .clone()
+            .list_topics(pb::ListTopicsRequest { namespace: f.ns.clone(), ..Default::default() })
+            .await
+            .unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition);
+    assert!(e.message().contains("memory.enabled") || e.message().contains("[memory] enabled"), "{}", e.message());
+    let e =
+        f.c.context
+            .clone()
+            .build_pack(pb::BuildPackRequest {
+                namespace: f.ns.clone(),
+                session_id: f.session.clone(),
+                user_message: "hi".into(),
+                budgets: Some(pb::Budgets { memory: Some(500), ..Default::default() }),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().starts_with("budgets.memory:"), "{}", e.message());
+}
