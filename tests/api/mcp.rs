@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use memex_proto::v1 as pb;
 use memex_store::Access;
-use memex_tests::TestServer;
+use memex_tests::{Clients, TestServer, memory_on};
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
@@ -15,12 +15,20 @@ use serde_json::{Value, json};
 
 use crate::{call, ev, fixture, result};
 
-pub const TOOLS: [&str; 8] = [
+pub const TOOLS: [&str; 16] = [
     "build_pack",
     "compact",
     "expand_manifest",
+    "expand_topic",
+    "find_quote",
+    "get_fact",
     "get_task_state",
+    "list_topics",
+    "memory_status",
+    "query_facts",
     "read_lines",
+    "recall_all",
+    "remember_when",
     "report",
     "search",
     "update_task_state",
@@ -287,4 +295,185 @@ async fn the_mcp_listener_stops_with_the_server() {
     assert!(started.elapsed() < std::time::Duration::from_secs(2), "{:?}", started.elapsed());
     // `run` has returned: nothing listens on the MCP port any more.
     assert!(tokio::net::TcpStream::connect(mcp).await.is_err(), "the MCP port still accepts connections");
+}
+
+/// A coding session for memory: an edit of src/parser.rs, `cargo test parser` failing with a
+/// compiler error, then passing.
+fn memory_session() -> Vec<pb::EventInput> {
+    let tool = |id: &str, name: &str, input: &str| pb::EventInput {
+        tool_name: name.into(),
+        tool_call_id: id.into(),
+        ..ev("tool_call", input)
+    };
+    vec![
+        ev("user_message", "The parser in src/parser.rs rejects valid headers. Fix it."),
+        tool("c1", "Edit", r#"{"file_path":"src/parser.rs","old_string":"a","new_string":"b"}"#),
+        result("c1", "The file src/parser.rs has been updated."),
+        tool("c2", "Bash", r#"{"command":"cargo test parser"}"#),
+        result("c2", "error[E0308]: mismatched types\ntest result: FAILED. 1 passed; 1 failed"),
+        ev("assistant_message", "Fixing the return type of the parser."),
+        tool("c3", "Edit", r#"{"file_path":"src/parser.rs","old_string":"b","new_string":"c"}"#),
+        result("c3", "The file src/parser.rs has been updated."),
+        tool("c4", "Bash", r#"{"command":"cargo test parser"}"#),
+        result("c4", "test result: ok. 2 passed; 0 failed"),
+    ]
+}
+
+/// Waits until the memory worker has read everything and the topics are current (twice alike:
+/// the last turn closes after its events are read).
+async fn memory_settled(c: &Clients, ns: &str) -> pb::GetMemoryStatusResponse {
+    let mut last = None;
+    for _ in 0..1_500 {
+        let s = c
+            .memory
+            .clone()
+            .get_memory_status(pb::GetMemoryStatusRequest { namespace: ns.into() })
+            .await
+            .unwrap()
+            .into_inner();
+        let done = s.lag_events == 0 && s.topics_current && s.segments > 0 && s.topics > 0;
+        if done && last.as_ref() == Some(&s) {
+            return s;
+        }
+        last = done.then_some(s);
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("the memory worker did not settle");
+}
+
+fn strings(v: &Value, key: &str) -> Vec<String> {
+    v.as_array().unwrap().iter().map(|x| x[key].as_str().unwrap().to_owned()).collect()
+}
+
+#[tokio::test]
+async fn the_memory_tools_answer_with_the_pointers_grpc_gives() {
+    let Some(srv) = TestServer::start_mcp(memory_on).await else { return };
+    let mut f = fixture(&srv, "mcpmem").await;
+    f.append(memory_session()).await.unwrap();
+    let status = memory_settled(&f.c, "mcpmem").await;
+    let client = connect(&srv, Some(f.token.trim_start_matches("Bearer ")), Some("mcpmem")).await.expect("connect");
+    let tools = client.list_all_tools().await.unwrap();
+    for name in [
+        "find_quote",
+        "query_facts",
+        "expand_topic",
+        "remember_when",
+        "recall_all",
+        "list_topics",
+        "get_fact",
+        "memory_status",
+    ] {
+        let t = tools.iter().find(|t| t.name == name).unwrap_or_else(|| panic!("{name} is not listed"));
+        let cites = t.description.as_deref().is_some_and(|d| d.contains("SESSION_ID:FIRST-LAST"));
+        assert!(cites || name == "memory_status", "{name}: {:?}", t.description);
+    }
+    let mut m = f.c.memory.clone();
+
+    // memory_status: what gRPC says.
+    let r = tool(&client, "memory_status", json!({})).await;
+    let s = ok(&r);
+    assert_eq!((s["lag_events"].as_u64(), s["facts"].as_u64()), (Some(0), Some(status.facts)));
+    assert_eq!((s["interpreter"].as_str(), s["topics_current"].as_bool()), (Some("heuristic"), Some(true)));
+
+    // find_quote: the quotes, their segments and facts, cited as gRPC cites them.
+    let grpc = m
+        .find_quote(pb::FindQuoteRequest {
+            namespace: "mcpmem".into(),
+            query: "mismatched types".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let r = tool(&client, "find_quote", json!({"query": "mismatched types"})).await;
+    let quotes = &ok(&r)["quotes"];
+    assert_eq!(quotes.as_array().unwrap().len(), grpc.quotes.len());
+    assert!(!grpc.quotes.is_empty());
+    for (q, g) in quotes.as_array().unwrap().iter().zip(&grpc.quotes) {
+        assert!(g.hit_pointer.starts_with(&format!("{}:", f.session)), "{g:?}");
+        assert_eq!(q["pointer"], g.hit_pointer.as_str());
+        let seg = g.segment.as_ref().unwrap();
+        assert_eq!(q["segment"]["pointer"], seg.pointer.as_str());
+        let lines: Vec<String> = seg.summary.iter().map(|l| l.pointer.clone()).collect();
+        assert_eq!(strings(&q["segment"]["summary"], "pointer"), lines);
+        assert_eq!(strings(&q["facts"], "pointer"), g.facts.iter().map(|x| x.pointer.clone()).collect::<Vec<_>>());
+        assert!(text(&r).contains(&format!(". {} [{}]", g.hit_pointer, g.match_type)), "{}", text(&r));
+    }
+    assert!(text(&r).contains("error[E0308]: mismatched types"), "{}", text(&r));
+
+    // query_facts: the test's current status, then its history; the chain by get_fact.
+    let r = tool(&client, "query_facts", json!({"fact_type": "test"})).await;
+    let facts = &ok(&r)["facts"];
+    let grpc = m
+        .query_facts(pb::QueryFactsRequest {
+            namespace: "mcpmem".into(),
+            fact_type: "test".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .facts;
+    assert_eq!(strings(facts, "id"), grpc.iter().map(|x| x.id.clone()).collect::<Vec<_>>());
+    assert_eq!(strings(facts, "pointer"), grpc.iter().map(|x| x.pointer.clone()).collect::<Vec<_>>());
+    assert_eq!(strings(facts, "verb"), ["passed"]);
+    let passed = facts[0]["id"].as_str().unwrap().to_owned();
+    let r = tool(&client, "query_facts", json!({"fact_type": "test", "include_superseded": true})).await;
+    let all = ok(&r)["facts"].as_array().unwrap().clone();
+    let failed = all.iter().find(|x| x["verb"] == "failed").expect("the failure, superseded");
+    assert_eq!((&failed["superseded_by"], &failed["current"]), (&json!(passed), &json!(false)));
+    let r = tool(&client, "get_fact", json!({"fact_id": failed["id"]})).await;
+    let chain = &ok(&r)["chain"];
+    assert_eq!(strings(chain, "verb"), ["failed", "passed"]);
+    assert_eq!(chain[0]["pointer"], failed["pointer"]);
+
+    // expand_topic: the same segments and text as gRPC, the text citing them.
+    let grpc = m
+        .expand_topic(pb::ExpandTopicRequest {
+            namespace: "mcpmem".into(),
+            tag: "parser.rs".into(),
+            depth: "segments".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let r = tool(&client, "expand_topic", json!({"tag": "parser.rs", "depth": "segments"})).await;
+    let x = ok(&r);
+    assert_eq!(x["text"], grpc.text.as_str());
+    assert_eq!(strings(&x["segments"], "pointer"), grpc.segments.iter().map(|s| s.pointer.clone()).collect::<Vec<_>>());
+    assert!(x["text"].as_str().unwrap().contains(&format!("{}:", f.session)), "{x}");
+    assert!(text(&r).contains(&format!("segment {}", grpc.segments[0].pointer)), "{}", text(&r));
+    // Paged into a reader's working set.
+    let r = tool(&client, "expand_topic", json!({"tag": "parser.rs", "depth": "segments", "reader": "agent-m"})).await;
+    assert_eq!(ok(&r)["working_set_tokens"], ok(&r)["tokens"]);
+
+    // The overview tools, and time-scoped recall.
+    let r = tool(&client, "recall_all", json!({"max_tokens": 4000})).await;
+    assert!(ok(&r)["text"].as_str().unwrap().contains(&format!("{}:", f.session)), "{}", text(&r));
+    let r = tool(&client, "list_topics", json!({"contains": "parser"})).await;
+    assert!(strings(&ok(&r)["topics"], "tag").contains(&"parser.rs".to_owned()), "{}", text(&r));
+    let r = tool(&client, "remember_when", json!({"query": "cargo test", "preset": "last_7_days"})).await;
+    let w = ok(&r);
+    assert!(!w["quotes"].as_array().unwrap().is_empty() && !w["facts_in_window"].as_array().unwrap().is_empty(), "{w}");
+
+    // Failures are tool errors naming the field.
+    tool_error(
+        &tool(&client, "query_facts", json!({"fact_type": "test", "as_of": "yesterday"})).await,
+        "INVALID_ARGUMENT: as_of",
+    );
+    tool_error(&tool(&client, "query_facts", json!({"fact_type": "gossip"})).await, "INVALID_ARGUMENT: fact_type");
+    tool_error(
+        &tool(&client, "expand_topic", json!({"tag": "parser.rs", "depth": "deep"})).await,
+        "INVALID_ARGUMENT: arguments: unknown variant `deep`",
+    );
+    tool_error(&tool(&client, "expand_topic", json!({"tag": "nope"})).await, "NOT_FOUND: ");
+    tool_error(
+        &tool(&client, "get_fact", json!({"fact_id": "0190f3c5-0000-7000-8000-000000000000"})).await,
+        "NOT_FOUND: fact_id",
+    );
+    tool_error(
+        &tool(&client, "remember_when", json!({"query": "x", "from": "last week"})).await,
+        "INVALID_ARGUMENT: from",
+    );
 }

@@ -219,6 +219,13 @@ async fn the_worker_reads_a_session_and_the_reader_tools_answer_with_pointers() 
     assert!(!seg.pointer.is_empty() && !seg.summary.is_empty());
     assert!(read_lines(&f, &first.hit_pointer).await.contains("mismatched types"));
     assert!(first.facts.iter().any(|x| x.fact_type == "error"), "{:?}", first.facts);
+    for quote in &q.quotes {
+        let mut ids: Vec<&str> = quote.facts.iter().map(|x| x.id.as_str()).collect();
+        let n = ids.len();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), n, "a fact twice in one quote");
+    }
     // Shown to this reader once: not again.
     let again = m
         .find_quote(pb::FindQuoteRequest {
@@ -424,7 +431,6 @@ async fn expanding_past_the_budget_pages_the_coldest_topics_out() {
                 depth: "full".into(),
                 reader: "pager".into(),
                 max_tokens: 600,
-                ..Default::default()
             })
             .await
             .unwrap()

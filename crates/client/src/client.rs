@@ -1,12 +1,13 @@
 //! [`Client`]: one typed method per RPC of sessions, events, views, search and API keys (the
-//! task and context RPCs are in `context.rs`). Every call acts in the client's namespace, which
-//! overwrites whatever a request passed in carries.
+//! task and context RPCs are in `context.rs`, memory's in `memory.rs`). Every call acts in the
+//! client's namespace, which overwrites whatever a request passed in carries.
 use std::io::Write;
 
 use memex_proto::v1 as pb;
 use memex_proto::v1::admin_service_client::AdminServiceClient;
 use memex_proto::v1::context_service_client::ContextServiceClient;
 use memex_proto::v1::event_service_client::EventServiceClient;
+use memex_proto::v1::memory_service_client::MemoryServiceClient;
 use memex_proto::v1::search_service_client::SearchServiceClient;
 use memex_proto::v1::session_service_client::SessionServiceClient;
 use memex_proto::v1::task_service_client::TaskServiceClient;
@@ -26,6 +27,7 @@ pub struct Client {
     pub(crate) search: SearchServiceClient<Authed>,
     pub(crate) context: ContextServiceClient<Authed>,
     pub(crate) tasks: TaskServiceClient<Authed>,
+    pub(crate) memory: MemoryServiceClient<Authed>,
     pub(crate) admin: AdminServiceClient<Authed>,
 }
 
@@ -58,6 +60,7 @@ impl Client {
             context: ContextServiceClient::with_interceptor(ch.clone(), b.clone())
                 .max_decoding_message_size(usize::MAX),
             tasks: TaskServiceClient::with_interceptor(ch.clone(), b.clone()).max_decoding_message_size(usize::MAX),
+            memory: MemoryServiceClient::with_interceptor(ch.clone(), b.clone()).max_decoding_message_size(usize::MAX),
             admin: AdminServiceClient::with_interceptor(ch, b),
         }
     }

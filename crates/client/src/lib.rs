@@ -11,6 +11,7 @@
 mod client;
 mod context;
 mod error;
+mod memory;
 mod pointer;
 
 use std::path::PathBuf;

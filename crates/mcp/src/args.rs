@@ -132,6 +132,16 @@ pub struct BuildPackArgs {
     #[serde(default)]
     #[schemars(with = "u32")]
     pub retrieval_budget: Option<u32>,
+    /// Tokens of memory in the pack (default 0: none): the list of topics with their depths and
+    /// costs, then the topics this reader paged in with expand_topic.
+    #[serde(default)]
+    #[schemars(with = "u32")]
+    pub memory_budget: Option<u32>,
+    /// Whose working set fills the memory block: the `reader` given to expand_topic (default:
+    /// the session).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub memory_reader: Option<String>,
     /// "o200k_base" (default) or "cl100k_base".
     #[serde(default)]
     #[schemars(with = "String")]
@@ -158,9 +168,13 @@ impl BuildPackArgs {
             Some(PackRole::Planner) => pb::Role::Planner,
             Some(PackRole::Executor) => pb::Role::Executor,
         };
-        let budgets = (self.context_budget.is_some() || self.retrieval_budget.is_some()).then(|| pb::Budgets {
+        let budgets = (self.context_budget.is_some()
+            || self.retrieval_budget.is_some()
+            || self.memory_budget.is_some())
+        .then(|| pb::Budgets {
             context: self.context_budget,
             retrieval: self.retrieval_budget,
+            memory: self.memory_budget,
             ..Default::default()
         });
         pb::BuildPackRequest {
@@ -174,7 +188,7 @@ impl BuildPackArgs {
             role: role as i32,
             historical: self.historical.unwrap_or(false),
             view: pb::PackView::Basic as i32,
-            memory_reader: String::new(),
+            memory_reader: self.memory_reader.unwrap_or_default(),
         }
     }
 }
@@ -455,9 +469,9 @@ impl TimePreset {
 fn time(field: &str, text: Option<String>) -> Result<Option<prost_types::Timestamp>, (String, String)> {
     text.filter(|t| !t.trim().is_empty())
         .map(|t| {
-            t.trim().parse::<prost_types::Timestamp>().map_err(|_| {
-                (field.to_owned(), format!("{t:?} is not an RFC 3339 time such as 2025-06-01T09:00:00Z"))
-            })
+            t.trim()
+                .parse::<prost_types::Timestamp>()
+                .map_err(|_| (field.to_owned(), format!("{t:?} is not an RFC 3339 time such as 2025-06-01T09:00:00Z")))
         })
         .transpose()
 }

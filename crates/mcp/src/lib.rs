@@ -1,7 +1,8 @@
 //! memex as an MCP server: an agent that speaks the Model Context Protocol (Claude Code, Codex CLI,
 //! Gemini CLI, any MCP client) calls memex's RPCs as tools — `search`, `read_lines`, `build_pack`,
-//! `get_task_state`, `update_task_state`, `report`, `compact`, `expand_manifest` — without a gRPC
-//! client of its own.
+//! `get_task_state`, `update_task_state`, `report`, `compact`, `expand_manifest`, and memory's
+//! `find_quote`, `query_facts`, `expand_topic`, `remember_when`, `recall_all`, `list_topics`,
+//! `get_fact`, `memory_status` — without a gRPC client of its own.
 //!
 //! The server here is a *front*: every tool call becomes one gRPC call to a running memex server,
 //! through the same clients the CLI uses. Two transports:
@@ -23,6 +24,7 @@ mod status;
 mod tools;
 
 use memex_proto::v1::context_service_client::ContextServiceClient;
+use memex_proto::v1::memory_service_client::MemoryServiceClient;
 use memex_proto::v1::search_service_client::SearchServiceClient;
 use memex_proto::v1::task_service_client::TaskServiceClient;
 use memex_proto::v1::view_service_client::ViewServiceClient;
@@ -76,6 +78,7 @@ pub(crate) struct Clients {
     pub views: ViewServiceClient<Authed>,
     pub context: ContextServiceClient<Authed>,
     pub tasks: TaskServiceClient<Authed>,
+    pub memory: MemoryServiceClient<Authed>,
 }
 
 impl Clients {
@@ -87,7 +90,8 @@ impl Clients {
                 .max_decoding_message_size(usize::MAX),
             context: ContextServiceClient::with_interceptor(channel.clone(), auth.clone())
                 .max_decoding_message_size(usize::MAX),
-            tasks: TaskServiceClient::with_interceptor(channel.clone(), auth),
+            tasks: TaskServiceClient::with_interceptor(channel.clone(), auth.clone()),
+            memory: MemoryServiceClient::with_interceptor(channel.clone(), auth).max_decoding_message_size(usize::MAX),
         }
     }
 }

@@ -228,6 +228,331 @@ pub(crate) fn expand(r: pb::ExpandManifestResponse) -> CallToolResult {
     )
 }
 
+// --- memory -------------------------------------------------------------------------------
+
+/// A memory item's pointer as the server gave it, else `session@seq` (the server could not place
+/// its events in the full view).
+fn at(pointer: &str, session: &str, seq: u64) -> String {
+    if pointer.is_empty() { format!("{session}@{seq}") } else { pointer.to_owned() }
+}
+
+fn time(t: &Option<prost_types::Timestamp>) -> Value {
+    t.as_ref().map_or(Value::Null, |t| Value::String(t.to_string()))
+}
+
+/// To the second: text is read, not parsed (the structured answer has the exact time).
+fn time_text(t: &Option<prost_types::Timestamp>) -> String {
+    t.as_ref().map_or_else(|| "-".to_owned(), |t| prost_types::Timestamp { seconds: t.seconds, nanos: 0 }.to_string())
+}
+
+fn fact_json(f: &pb::Fact) -> Value {
+    json!({
+        "id": f.id, "pointer": at(&f.pointer, &f.session_id, f.first_seq), "fact_type": f.fact_type,
+        "subject": f.subject, "verb": f.verb, "object": f.object, "what": f.what, "who": f.who,
+        "when": time(&f.when), "where": f.r#where, "why": f.why, "status": f.status,
+        "session_id": f.session_id, "first_seq": f.first_seq, "last_seq": f.last_seq,
+        "current": f.superseded_by.is_empty(), "superseded_by": f.superseded_by,
+        "superseded_at": time(&f.superseded_at), "source": f.source,
+    })
+}
+
+/// `s:54-61 [test] cargo test parser passed: test result: ok (completed, 2025-…) fact:ID`, then
+/// its sentence, indented by `pad`.
+fn fact_text(out: &mut String, f: &pb::Fact, pad: &str) {
+    let object = if f.object.is_empty() { String::new() } else { format!(": {}", first_line(&f.object)) };
+    let superseded = if f.superseded_by.is_empty() {
+        String::new()
+    } else {
+        format!(" SUPERSEDED by fact:{} at {}", f.superseded_by, time_text(&f.superseded_at))
+    };
+    let _ = writeln!(
+        out,
+        "{pad}{} [{}] {} {}{object} ({}, {}) fact:{}{superseded}",
+        at(&f.pointer, &f.session_id, f.first_seq),
+        f.fact_type,
+        f.subject,
+        f.verb,
+        f.status,
+        time_text(&f.when),
+        f.id
+    );
+    if !f.what.trim().is_empty() {
+        let _ = writeln!(out, "{pad}   {}", first_line(&f.what));
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim()
+}
+
+fn summary_json(lines: &[pb::SummaryLine]) -> Vec<Value> {
+    lines.iter().map(|l| json!({ "pointer": l.pointer, "seq": l.seq, "text": l.text })).collect()
+}
+
+fn summary_text(out: &mut String, lines: &[pb::SummaryLine], pad: &str) {
+    for l in lines {
+        let at = if l.pointer.is_empty() { format!("seq {}", l.seq) } else { l.pointer.clone() };
+        let _ = writeln!(out, "{pad}{at} {}", first_line(&l.text));
+    }
+}
+
+fn segment_json(s: &pb::Segment) -> Value {
+    json!({
+        "id": s.id, "pointer": at(&s.pointer, &s.session_id, s.first_seq), "session_id": s.session_id,
+        "first_seq": s.first_seq, "last_seq": s.last_seq, "start_time": time(&s.start_time),
+        "end_time": time(&s.end_time), "turns": s.turns, "tags": s.tags, "primary_tag": s.primary_tag,
+        "closed": s.closed, "summary": summary_json(&s.summary),
+    })
+}
+
+fn segment_line(s: &pb::Segment) -> String {
+    format!(
+        "{} ({}; {} turns from {}; tags {})",
+        at(&s.pointer, &s.session_id, s.first_seq),
+        s.primary_tag,
+        s.turns,
+        time_text(&s.start_time),
+        s.tags.join(", ")
+    )
+}
+
+fn topic_json(t: &pb::TopicInfo) -> Value {
+    json!({
+        "tag": t.tag, "aliases": t.aliases, "parent": t.parent, "segments": t.segments, "turns": t.turns,
+        "sessions": t.sessions, "facts": t.facts, "first_time": time(&t.first_time),
+        "last_time": time(&t.last_time), "broad": t.broad, "in_cover": t.in_cover,
+        "description": t.description, "summary": summary_json(&t.summary), "summary_tokens": t.summary_tokens,
+    })
+}
+
+fn topic_line(t: &pb::TopicInfo) -> String {
+    let aliases: Vec<&str> = t.aliases.iter().map(String::as_str).filter(|a| *a != t.tag).collect();
+    let aliases = if aliases.is_empty() { String::new() } else { format!(" (also {})", aliases.join(", ")) };
+    let parent = if t.parent.is_empty() { String::new() } else { format!(", under {}", t.parent) };
+    format!(
+        "{}{aliases}: {} segment(s), {} turn(s), {} session(s), {} fact(s), {} to {}{parent}",
+        t.tag,
+        t.segments,
+        t.turns,
+        t.sessions,
+        t.facts,
+        time_text(&t.first_time),
+        time_text(&t.last_time)
+    )
+}
+
+fn quote_json(q: &pb::Quote) -> Value {
+    let session = q.segment.as_ref().map_or("", |s| s.session_id.as_str());
+    json!({
+        "pointer": at(&q.hit_pointer, session, q.hit_seq), "match_type": q.match_type, "excerpt": q.excerpt,
+        "score": q.score, "superseded": q.superseded, "segment": q.segment.as_ref().map(segment_json),
+        "facts": q.facts.iter().map(fact_json).collect::<Vec<_>>(),
+    })
+}
+
+fn quotes_text(out: &mut String, quotes: &[pb::Quote]) {
+    for (i, q) in quotes.iter().enumerate() {
+        let session = q.segment.as_ref().map_or("", |s| s.session_id.as_str());
+        let older = if q.superseded { " [older session, superseded]" } else { "" };
+        let _ = writeln!(
+            out,
+            "{}. {} [{}] score {:.4}{older}",
+            i + 1,
+            at(&q.hit_pointer, session, q.hit_seq),
+            q.match_type,
+            q.score
+        );
+        indent(out, &q.excerpt);
+        if let Some(s) = &q.segment {
+            let _ = writeln!(out, "   segment {}:", segment_line(s));
+            summary_text(out, &s.summary, "     ");
+        }
+        if !q.facts.is_empty() {
+            let _ = writeln!(out, "   facts:");
+            for f in &q.facts {
+                fact_text(out, f, "     ");
+            }
+        }
+    }
+}
+
+pub(crate) fn find_quote(query: &str, r: pb::FindQuoteResponse) -> CallToolResult {
+    let mut out = format!(
+        "{} quote(s) for {query:?} ({}). Read a quote's exact lines with read_lines(pointer).\n",
+        r.quotes.len(),
+        if r.vectors_used { "words and meaning" } else { "words only" }
+    );
+    if r.already_presented > 0 {
+        let _ = writeln!(out, "{} segment(s) left out: already shown to this reader.", r.already_presented);
+    }
+    quotes_text(&mut out, &r.quotes);
+    result(
+        out,
+        json!({
+            "quotes": r.quotes.iter().map(quote_json).collect::<Vec<_>>(),
+            "already_presented": r.already_presented, "vectors_used": r.vectors_used,
+        }),
+    )
+}
+
+pub(crate) fn query_facts(r: pb::QueryFactsResponse) -> CallToolResult {
+    let mut out = format!("{} fact(s), newest or most relevant first", r.facts.len());
+    if !r.expanded_verbs.is_empty() {
+        let _ = write!(out, " (verbs matched: {})", r.expanded_verbs.join(", "));
+    }
+    out.push_str(". get_fact(fact_id) shows how one changed over time.\n");
+    for f in &r.facts {
+        fact_text(&mut out, f, "");
+    }
+    result(
+        out,
+        json!({ "facts": r.facts.iter().map(fact_json).collect::<Vec<_>>(), "expanded_verbs": r.expanded_verbs }),
+    )
+}
+
+pub(crate) fn expand_topic(r: pb::ExpandTopicResponse) -> CallToolResult {
+    let tag = r.topic.as_ref().map_or("", |t| t.tag.as_str());
+    let mut out = format!(
+        "topic {tag} at depth {}: {} tokens from {} segment(s){}\n",
+        r.depth,
+        r.tokens,
+        r.segments.len(),
+        if r.omitted_segments > 0 {
+            format!(" ({} more left out for max_tokens)", r.omitted_segments)
+        } else {
+            String::new()
+        }
+    );
+    // Without a reader nothing is paged in, and the working set is not the caller's.
+    if r.working_set_tokens > 0 || !r.paged_out.is_empty() {
+        let _ = writeln!(out, "working set: {}/{} tokens", r.working_set_tokens, r.working_set_budget);
+    }
+    for p in &r.paged_out {
+        let _ = writeln!(out, "paged out: {} ({}, {} tokens freed)", p.tag, p.action, p.freed_tokens);
+    }
+    for s in &r.segments {
+        let _ = writeln!(out, "  segment {}", segment_line(s));
+    }
+    let _ = write!(out, "--- text ---\n{}", r.text);
+    let paged: Vec<Value> = r
+        .paged_out
+        .iter()
+        .map(|p| json!({ "tag": p.tag, "action": p.action, "freed_tokens": p.freed_tokens }))
+        .collect();
+    result(
+        out,
+        json!({
+            "topic": r.topic.as_ref().map(topic_json), "depth": r.depth, "text": r.text, "tokens": r.tokens,
+            "segments": r.segments.iter().map(segment_json).collect::<Vec<_>>(),
+            "omitted_segments": r.omitted_segments, "paged_out": paged,
+            "working_set_tokens": r.working_set_tokens, "working_set_budget": r.working_set_budget,
+        }),
+    )
+}
+
+pub(crate) fn remember_when(query: &str, r: pb::RememberWhenResponse) -> CallToolResult {
+    let mut out = format!(
+        "{} quote(s) for {query:?} from {} to {}. Read a quote's exact lines with read_lines(pointer).\n",
+        r.quotes.len(),
+        time_text(&r.from),
+        time_text(&r.to)
+    );
+    quotes_text(&mut out, &r.quotes);
+    let _ = writeln!(out, "{} fact(s) completed in the range:", r.facts_in_window.len());
+    for f in &r.facts_in_window {
+        fact_text(&mut out, f, "  ");
+    }
+    result(
+        out,
+        json!({
+            "from": time(&r.from), "to": time(&r.to),
+            "quotes": r.quotes.iter().map(quote_json).collect::<Vec<_>>(),
+            "facts_in_window": r.facts_in_window.iter().map(fact_json).collect::<Vec<_>>(),
+        }),
+    )
+}
+
+pub(crate) fn recall_all(r: pb::RecallAllResponse) -> CallToolResult {
+    let mut out = format!(
+        "{} topic(s) in {} tokens{}. expand_topic(tag) brings one in at more depth.\n",
+        r.topics.len(),
+        r.tokens,
+        if r.omitted_topics > 0 {
+            format!(" ({} more left out for max_tokens)", r.omitted_topics)
+        } else {
+            String::new()
+        }
+    );
+    let _ = write!(out, "--- text ---\n{}", r.text);
+    result(
+        out,
+        json!({
+            "topics": r.topics.iter().map(topic_json).collect::<Vec<_>>(), "text": r.text, "tokens": r.tokens,
+            "omitted_topics": r.omitted_topics,
+        }),
+    )
+}
+
+pub(crate) fn list_topics(r: pb::ListTopicsResponse) -> CallToolResult {
+    let mut out = format!(
+        "{} of {} topic(s). expand_topic(tag) brings one in; its summary lines cite their pointers.\n",
+        r.topics.len(),
+        r.total
+    );
+    for t in &r.topics {
+        let _ = writeln!(out, "{}", topic_line(t));
+        if !t.description.trim().is_empty() {
+            let _ = writeln!(out, "   {}", first_line(&t.description));
+        }
+        summary_text(&mut out, &t.summary, "   ");
+    }
+    if !r.next_page_token.is_empty() {
+        let _ = writeln!(out, "more: call again with page_token {:?}", r.next_page_token);
+    }
+    result(
+        out,
+        json!({
+            "topics": r.topics.iter().map(topic_json).collect::<Vec<_>>(),
+            "next_page_token": r.next_page_token, "total": r.total,
+        }),
+    )
+}
+
+pub(crate) fn get_fact(r: pb::GetFactResponse) -> CallToolResult {
+    let mut out = String::new();
+    if let Some(f) = &r.fact {
+        fact_text(&mut out, f, "");
+    }
+    let _ = writeln!(out, "supersession chain, oldest first ({} fact(s)):", r.chain.len());
+    for f in &r.chain {
+        fact_text(&mut out, f, "  ");
+    }
+    result(
+        out,
+        json!({ "fact": r.fact.as_ref().map(fact_json), "chain": r.chain.iter().map(fact_json).collect::<Vec<_>>() }),
+    )
+}
+
+pub(crate) fn memory_status(s: pb::GetMemoryStatusResponse) -> CallToolResult {
+    let out = format!(
+        "memory ({} interpreter): {} event(s) not yet read; {} session(s), {} segment(s), {} fact(s), {} topic(s); topics {}",
+        s.interpreter,
+        s.lag_events,
+        s.sessions,
+        s.segments,
+        s.facts,
+        s.topics,
+        if s.topics_current { "current" } else { "awaiting a rebuild" }
+    );
+    result(
+        out,
+        json!({
+            "interpreter": s.interpreter, "lag_events": s.lag_events, "sessions": s.sessions,
+            "segments": s.segments, "facts": s.facts, "topics": s.topics, "topics_current": s.topics_current,
+        }),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,5 +576,34 @@ mod tests {
         assert!(text.contains("1. s:5-9 [tool_result] event:e"), "{text}");
         assert!(text.contains("   cargo test\n   ok"), "{text}");
         assert_eq!(r.structured_content.expect("json")["hits"][0]["pointer"], "s:5-9");
+    }
+
+    #[test]
+    fn memory_items_are_cited_by_pointer_else_by_seq() {
+        let fact = |id: &str, verb: &str, pointer: &str, by: &str| pb::Fact {
+            id: id.into(),
+            fact_type: "test".into(),
+            subject: "cargo test parser".into(),
+            verb: verb.into(),
+            session_id: "s".into(),
+            first_seq: 5,
+            last_seq: 6,
+            pointer: pointer.into(),
+            superseded_by: by.into(),
+            ..Default::default()
+        };
+        let r = query_facts(pb::QueryFactsResponse {
+            facts: vec![fact("f2", "passed", "s:54-61", ""), fact("f1", "failed", "", "f2")],
+            expanded_verbs: vec![],
+        });
+        let text = r.content[0].as_text().expect("text").text.clone();
+        assert!(text.contains("s:54-61 [test] cargo test parser passed"), "{text}");
+        assert!(
+            text.contains("s@5 [test] cargo test parser failed") && text.contains("SUPERSEDED by fact:f2"),
+            "{text}"
+        );
+        let json = r.structured_content.expect("json");
+        assert_eq!((&json["facts"][0]["pointer"], &json["facts"][0]["current"]), (&json!("s:54-61"), &json!(true)));
+        assert_eq!((&json["facts"][1]["pointer"], &json["facts"][1]["current"]), (&json!("s@5"), &json!(false)));
     }
 }

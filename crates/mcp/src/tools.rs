@@ -24,7 +24,10 @@ const INSTRUCTIONS: &str = "memex keeps the complete record of agent sessions (e
 and compiles context from it. Cite and fetch evidence by pointer: \"SESSION_ID:FIRST-LAST\" names lines of a \
 session's full view. Typical use: search for what you need, then read_lines on a hit's pointer to see the exact \
 lines. build_pack assembles the context for a turn; get_task_state/update_task_state keep a task's goals, \
-constraints and open loops; compact evicts old window content behind a manifest that expand_manifest restores.";
+constraints and open loops; compact evicts old window content behind a manifest that expand_manifest restores. \
+Memory, derived from the same events: recall_all gives an overview of every topic covered, expand_topic pages one \
+topic in at more depth, query_facts answers what the current status of a test, file or decision is (superseded facts \
+left out), find_quote and remember_when find what was said or seen (remember_when within a time range).";
 
 /// The MCP server: the tools, in front of one memex gRPC endpoint.
 #[derive(Clone)]
@@ -212,6 +215,153 @@ byte for byte, in order, with their pointers; paginated (pass next_page_token ba
         let r = self.call(&ext, ns, |mut c, ns| async move { c.context.expand_manifest(a.request(ns)).await }).await;
         done(r.map(|(_, r)| render::expand(r)))
     }
+
+    // --- memory ---------------------------------------------------------------------------
+
+    #[tool(
+        description = "Find what was said, decided or output about something in past sessions: searches memory's \
+segments (runs of turns on one topic) and tool outputs by words and meaning. Each quote has its pointer \
+SESSION_ID:FIRST-LAST (read_lines shows the exact lines), its segment's extractive summary (each line with its \
+pointer) and the facts read from it; a quote from an older session whose facts were superseded says so. Use it for \
+\"what did we decide about X\", \"where did we see this error\". Set reader to your agent id to skip segments \
+you were already shown.",
+        annotations(read_only_hint = true)
+    )]
+    async fn find_quote(
+        &self,
+        Parameters(a): Parameters<FindQuoteArgs>,
+        ext: Extensions,
+    ) -> Result<CallToolResult, ErrorData> {
+        let query = a.query.clone();
+        let ns = a.namespace.clone();
+        let r = self.call(&ext, ns, |mut c, ns| async move { c.memory.find_quote(a.request(ns)).await }).await;
+        done(r.map(|(_, r)| render::find_quote(&query, r)))
+    }
+
+    #[tool(
+        description = "Query structured facts read from the sessions: files edited or created, commands and tests \
+run and their results, packages installed, errors seen and resolved, decisions, constraints, user preferences and \
+corrections. Filter by subject, verb (synonyms match), status, object, fact_type or a time (as_of); superseded facts \
+are left out unless include_superseded, so the answer is the current state. Use it for \"what is the current status \
+of test X\", \"which files did we change\", \"what did the user forbid\". Each fact cites its pointer \
+SESSION_ID:FIRST-LAST; get_fact shows its supersession chain.",
+        annotations(read_only_hint = true)
+    )]
+    async fn query_facts(
+        &self,
+        Parameters(a): Parameters<QueryFactsArgs>,
+        ext: Extensions,
+    ) -> Result<CallToolResult, ErrorData> {
+        let ns = self.namespace(&ext, a.namespace.clone());
+        let req = match a.request(ns.clone()) {
+            Ok(r) => r,
+            Err((field, why)) => return Ok(invalid_argument(&field, why)),
+        };
+        let r = self.call(&ext, Some(ns), |mut c, _| async move { c.memory.query_facts(req).await }).await;
+        done(r.map(|(_, r)| render::query_facts(r)))
+    }
+
+    #[tool(description = "Demand paging of memory: bring one topic (a tag from recall_all or list_topics) into \
+context at a depth: summary (default), segments (each segment's summary) or full (the text of its turns), every line \
+with its pointer SESSION_ID:FIRST-LAST. With reader set to your agent id, the topic enters your working set and colder \
+topics are paged out (collapsed to their summaries, or dropped) to stay within its budget; the answer says which. Use \
+it when a topic needs more detail than its summary.")]
+    async fn expand_topic(
+        &self,
+        Parameters(a): Parameters<ExpandTopicArgs>,
+        ext: Extensions,
+    ) -> Result<CallToolResult, ErrorData> {
+        let ns = a.namespace.clone();
+        let r = self.call(&ext, ns, |mut c, ns| async move { c.memory.expand_topic(a.request(ns)).await }).await;
+        done(r.map(|(_, r)| render::expand_topic(r)))
+    }
+
+    #[tool(
+        description = "Time-scoped recall: find_quote within a time range (a preset such as yesterday or \
+last_7_days, or from/to in RFC 3339), plus the facts completed in that range, every item with its pointer \
+SESSION_ID:FIRST-LAST. Use it for questions about a period: \"what did we do yesterday\", \"what failed last week\", \
+\"what changed since Monday\".",
+        annotations(read_only_hint = true)
+    )]
+    async fn remember_when(
+        &self,
+        Parameters(a): Parameters<RememberWhenArgs>,
+        ext: Extensions,
+    ) -> Result<CallToolResult, ErrorData> {
+        let query = a.query.clone();
+        let ns = self.namespace(&ext, a.namespace.clone());
+        let req = match a.request(ns.clone()) {
+            Ok(r) => r,
+            Err((field, why)) => return Ok(invalid_argument(&field, why)),
+        };
+        let r = self.call(&ext, Some(ns), |mut c, _| async move { c.memory.remember_when(req).await }).await;
+        done(r.map(|(_, r)| render::remember_when(&query, r)))
+    }
+
+    #[tool(
+        description = "A bird's-eye view of everything the namespace's sessions covered: the summary of every topic \
+of the topic cover, largest first, within max_tokens, each summary line with its pointer SESSION_ID:FIRST-LAST. Use \
+it at the start of work, or to learn what memory holds before searching; then expand_topic on a tag for detail.",
+        annotations(read_only_hint = true)
+    )]
+    async fn recall_all(
+        &self,
+        Parameters(a): Parameters<RecallAllArgs>,
+        ext: Extensions,
+    ) -> Result<CallToolResult, ErrorData> {
+        let ns = a.namespace.clone();
+        let r = self.call(&ext, ns, |mut c, ns| async move { c.memory.recall_all(a.request(ns)).await }).await;
+        done(r.map(|(_, r)| render::recall_all(r)))
+    }
+
+    #[tool(
+        description = "List the namespace's memory topics: each tag with its aliases, counts of segments, turns, \
+sessions and facts, its time span, description and summary lines with their pointers SESSION_ID:FIRST-LAST; \
+optionally only tags or aliases containing a string. Paginated (pass next_page_token back as page_token). Use it to find the tag to give \
+expand_topic.",
+        annotations(read_only_hint = true)
+    )]
+    async fn list_topics(
+        &self,
+        Parameters(a): Parameters<ListTopicsArgs>,
+        ext: Extensions,
+    ) -> Result<CallToolResult, ErrorData> {
+        let ns = a.namespace.clone();
+        let r = self.call(&ext, ns, |mut c, ns| async move { c.memory.list_topics(a.request(ns)).await }).await;
+        done(r.map(|(_, r)| render::list_topics(r)))
+    }
+
+    #[tool(
+        description = "Read one fact by id (from query_facts, find_quote or remember_when) with its supersession \
+chain, oldest first: how a status changed over time (a test failed, then passed; a decision replaced), each link \
+with its pointer SESSION_ID:FIRST-LAST.",
+        annotations(read_only_hint = true)
+    )]
+    async fn get_fact(
+        &self,
+        Parameters(a): Parameters<GetFactArgs>,
+        ext: Extensions,
+    ) -> Result<CallToolResult, ErrorData> {
+        let ns = a.namespace.clone();
+        let r = self.call(&ext, ns, |mut c, ns| async move { c.memory.get_fact(a.request(ns)).await }).await;
+        done(r.map(|(_, r)| render::get_fact(r)))
+    }
+
+    #[tool(
+        description = "How far memory has got: how many appended events the memory worker has not read yet (lag), \
+how many sessions, segments, facts and topics it holds, and whether the topics are current. Check it when the \
+memory tools seem to miss recent events.",
+        annotations(read_only_hint = true)
+    )]
+    async fn memory_status(
+        &self,
+        Parameters(a): Parameters<MemoryStatusArgs>,
+        ext: Extensions,
+    ) -> Result<CallToolResult, ErrorData> {
+        let ns = a.namespace.clone();
+        let r = self.call(&ext, ns, |mut c, ns| async move { c.memory.get_memory_status(a.request(ns)).await }).await;
+        done(r.map(|(_, s)| render::memory_status(s)))
+    }
 }
 
 #[tool_handler]
@@ -259,7 +409,7 @@ mod tests {
     #[test]
     fn tool_schemas_are_portable() {
         let tools = Memex::tool_router().list_all();
-        assert_eq!(tools.len(), 8);
+        assert_eq!(tools.len(), 16);
         for t in tools {
             assert!(t.description.as_deref().is_some_and(|d| d.len() > 80), "{}", t.name);
             let schema = serde_json::to_value(&*t.input_schema).expect("schema");

@@ -64,7 +64,7 @@ pub fn supersession(facts: &[Placed<'_>]) -> Vec<Option<usize>> {
     let mut out = vec![None; facts.len()];
     let mut chains: BTreeMap<(FactType, String), Vec<usize>> = BTreeMap::new();
     for (i, p) in facts.iter().enumerate() {
-        if p.fact.fact_type.chained_by_subject() {
+        if p.fact.fact_type.chained_by_subject() && changes_state(p.fact) {
             chains.entry((p.fact.fact_type, p.fact.subject_key())).or_default().push(i);
         }
     }
@@ -93,6 +93,12 @@ pub fn supersession(facts: &[Placed<'_>]) -> Vec<Option<usize>> {
         out[i] = best;
     }
     out
+}
+
+/// Whether a fact is a state of its subject: a file read leaves the file as it was, so it neither
+/// supersedes nor is superseded.
+pub fn changes_state(f: &Fact) -> bool {
+    !(f.fact_type == FactType::File && f.verb == "read")
 }
 
 /// Whether a fact held at `as_of`: it had happened, and what superseded it had not yet.
@@ -134,6 +140,18 @@ mod tests {
             facts.iter().map(|fact| Placed { fact, session: 1, keywords: &[], vector: None }).collect();
         let s = supersession(&placed);
         assert_eq!(s, vec![None, Some(3), None, Some(0)]);
+    }
+
+    #[test]
+    fn reading_a_file_changes_nothing() {
+        let facts = [
+            f(FactType::File, "a.rs", "created", 100, 1),
+            f(FactType::File, "a.rs", "read", 200, 2),
+            f(FactType::File, "a.rs", "edited", 300, 3),
+        ];
+        let placed: Vec<Placed> =
+            facts.iter().map(|fact| Placed { fact, session: 1, keywords: &[], vector: None }).collect();
+        assert_eq!(supersession(&placed), vec![Some(2), None, None]);
     }
 
     #[test]

@@ -133,4 +133,3 @@ proptest! {
         prop_assert_eq!(&s.progress, &whole.progress);
     }
 }
-

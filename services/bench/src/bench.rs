@@ -31,6 +31,9 @@ pub enum BenchCommand {
     Mcp(super::bench_mcp::McpBenchArgs),
     /// The events a trace file or a trajectory becomes, with their seqs (for labelling).
     Events(super::bench_events::EventsArgs),
+    /// Memory: labelled facts (precision, recall, latest status), LoCoMo through the reader
+    /// tools, and the reader tools' latency at scale with the worker's throughput.
+    Memory(super::bench_memory::MemoryArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -107,6 +110,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Pack(args) => super::bench_pack::run(args).await,
         BenchCommand::Mcp(args) => super::bench_mcp::run(args).await,
         BenchCommand::Events(args) => super::bench_events::run(args),
+        BenchCommand::Memory(args) => super::bench_memory::run(args).await,
     }
 }
 
@@ -363,7 +367,14 @@ pub async fn start_server_in(
     config: &ConfigArgs,
     namespace: Option<&str>,
 ) -> anyhow::Result<(Conn, BenchServer, memex_store::Store)> {
-    let mut config = config.load()?;
+    start_server_with(config.load()?, namespace).await
+}
+
+/// [`start_server_in`] with a configuration already loaded (and adjusted by the benchmark).
+pub async fn start_server_with(
+    mut config: memex_server::Config,
+    namespace: Option<&str>,
+) -> anyhow::Result<(Conn, BenchServer, memex_store::Store)> {
     config.auth.enabled = false;
     config.log.filter = "warn".into();
     let store = memex_server::connect_store(&config).await.context("bench needs the database (make run sets it up)")?;

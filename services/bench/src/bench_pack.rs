@@ -454,14 +454,8 @@ fn print_timeline(samples: &[(u32, u64)]) {
 /// The corpus: sessions of replayed trajectories (each with a task and a task state) until the
 /// namespace holds `--events` events. Reused when already there. Returns the session ids.
 async fn ensure_corpus(args: &PackArgs, conn: &Conn, store: &memex_store::Store) -> anyhow::Result<Vec<String>> {
+    ensure_corpus_of(args.events, &args.traces, conn, store).await?;
     let ns = store.namespace(&conn.namespace).await?;
-    let (have,): (i64,) = sqlx::query_as("SELECT count(*) FROM events WHERE namespace_id = $1")
-        .bind(ns.id)
-        .fetch_one(store.pool())
-        .await?;
-    if (have as u64) < args.events {
-        build_corpus(args, conn, have as u64).await?;
-    }
     let rows: Vec<(uuid::Uuid,)> = sqlx::query_as(
         "SELECT id FROM sessions WHERE namespace_id = $1 AND agent_id LIKE 'packbench-%' ORDER BY created_at LIMIT $2",
     )
@@ -488,13 +482,31 @@ async fn embedding_lag(
     Ok(Some((events as u64).saturating_sub(vectors)))
 }
 
-async fn build_corpus(args: &PackArgs, conn: &Conn, mut have: u64) -> anyhow::Result<()> {
-    let trajectories = Arc::new(read_trajectories(&args.traces, 0, usize::MAX)?);
-    anyhow::ensure!(!trajectories.is_empty(), "no trajectories in {}", args.traces.display());
+/// Makes sure the namespace of `conn` holds at least `events` events of real trajectories (the
+/// pack bench's corpus, shared with the memory bench).
+pub(crate) async fn ensure_corpus_of(
+    events: u64,
+    traces: &std::path::Path,
+    conn: &Conn,
+    store: &memex_store::Store,
+) -> anyhow::Result<()> {
+    let ns = store.namespace(&conn.namespace).await?;
+    let (have,): (i64,) = sqlx::query_as("SELECT count(*) FROM events WHERE namespace_id = $1")
+        .bind(ns.id)
+        .fetch_one(store.pool())
+        .await?;
+    if (have as u64) < events {
+        build_corpus(events, traces, conn, have as u64).await?;
+    }
+    Ok(())
+}
+
+async fn build_corpus(target: u64, traces: &std::path::Path, conn: &Conn, mut have: u64) -> anyhow::Result<()> {
+    let trajectories = Arc::new(read_trajectories(traces, 0, usize::MAX)?);
+    anyhow::ensure!(!trajectories.is_empty(), "no trajectories in {}", traces.display());
     let clients = conn.connect().await?;
     let (_, tasks) = super::bench::context_clients(conn).await?;
     let started = Instant::now();
-    let target = args.events;
     let mut replay = have / 60_000 + 1;
     println!("pack: building the corpus: {have} events present, {target} wanted");
     while have < target {

@@ -6,6 +6,7 @@ mod bench_events;
 mod bench_locomo;
 mod bench_longmemeval;
 mod bench_mcp;
+mod bench_memory;
 mod bench_needle;
 mod bench_pack;
 mod bench_search;

@@ -46,6 +46,9 @@ enum Command {
     Search(cmd::search::SearchArgs),
     /// Read the full-view lines a pointer `SESSION:FIRST-LAST` names.
     Read(cmd::search::ReadArgs),
+    /// Memory: quotes, facts, topics and the worker's status, every item cited by its pointer.
+    #[command(subcommand)]
+    Memory(cmd::memory::MemoryCommand),
     /// Context packs: build one for a turn, or get a stored one.
     #[command(subcommand)]
     Pack(cmd::context::PackCommand),
@@ -121,6 +124,7 @@ fn main() -> ExitCode {
         Command::Import(a) => run(Box::pin(cmd::client::import(a))),
         Command::Search(a) => run(Box::pin(cmd::search::search(a))),
         Command::Read(a) => run(Box::pin(cmd::search::read(a))),
+        Command::Memory(c) => run(Box::pin(cmd::memory::memory(c))),
         Command::Pack(c) => run(Box::pin(cmd::context::pack(c))),
         Command::Window(a) => run(Box::pin(cmd::context::window(a))),
         Command::Compact(a) => run(Box::pin(cmd::context::compact(a))),

@@ -237,7 +237,13 @@ impl Memory {
                 break;
             }
         }
-        let segs: Vec<&SegRow> = picked.iter().filter_map(|(s, _)| *s).collect();
+        // A segment quoted twice (said, and tool output) is read once.
+        let mut segs: Vec<&SegRow> = Vec::new();
+        for s in picked.iter().filter_map(|(s, _)| *s) {
+            if !segs.iter().any(|x| x.id == s.id) {
+                segs.push(s);
+            }
+        }
         let facts = self.facts_of_segments(ns, &segs).await?;
         let mut p = PointerBatch::default();
         let mut summaries = HashMap::new();

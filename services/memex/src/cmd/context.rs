@@ -48,6 +48,13 @@ pub struct BuildArgs {
     pub tail_budget: Option<u32>,
     #[arg(long)]
     pub headroom: Option<u32>,
+    /// Tokens of memory in the pack: the `<context-topics>` hint and the reader's working set
+    /// (default 0: none).
+    #[arg(long)]
+    pub memory_budget: Option<u32>,
+    /// Whose working set fills the memory block (default: the session).
+    #[arg(long, default_value = "")]
+    pub memory_reader: String,
     /// o200k_base or cl100k_base (default: the server's).
     #[arg(long, default_value = "")]
     pub tokenizer: String,
@@ -84,8 +91,10 @@ pub async fn pack(cmd: PackCommand) -> anyhow::Result<()> {
                     retrieval: b.retrieval_budget,
                     tail: b.tail_budget,
                     headroom: b.headroom,
+                    memory: b.memory_budget,
                     ..Default::default()
                 }),
+                memory_reader: b.memory_reader.clone(),
                 tokenizer: b.tokenizer.clone(),
                 role: role as i32,
                 historical: b.historical,

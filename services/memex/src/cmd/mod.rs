@@ -21,6 +21,7 @@ pub mod context;
 pub mod exit;
 pub mod input;
 pub mod keys;
+pub mod memory;
 pub mod out;
 pub mod progress;
 pub mod reindex;

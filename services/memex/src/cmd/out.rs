@@ -85,6 +85,11 @@ pub fn time(t: &Option<prost_types::Timestamp>) -> String {
         .map_or_else(|| "-".into(), |t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
 }
 
+/// A time given on the command line (RFC 3339) as a request's timestamp.
+pub fn timestamp(t: &chrono::DateTime<chrono::Utc>) -> prost_types::Timestamp {
+    prost_types::Timestamp { seconds: t.timestamp(), nanos: i32::try_from(t.timestamp_subsec_nanos()).unwrap_or(0) }
+}
+
 /// The first line of `text`, cut to `max` characters, for one-line listings.
 pub fn one_line(text: &str, max: usize) -> String {
     let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();

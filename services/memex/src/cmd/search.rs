@@ -49,10 +49,6 @@ pub struct SearchArgs {
     pub with_text: bool,
 }
 
-fn ts(t: &chrono::DateTime<chrono::Utc>) -> prost_types::Timestamp {
-    prost_types::Timestamp { seconds: t.timestamp(), nanos: i32::try_from(t.timestamp_subsec_nanos()).unwrap_or(0) }
-}
-
 pub async fn search(a: SearchArgs) -> anyhow::Result<()> {
     let req = pb::SearchRequest {
         query: a.query.join(" "),
@@ -63,8 +59,8 @@ pub async fn search(a: SearchArgs) -> anyhow::Result<()> {
             agent_ids: a.agents.clone(),
             kinds: a.kinds.clone(),
             roles: a.roles.clone(),
-            time_from: a.since.as_ref().map(ts),
-            time_to: a.until.as_ref().map(ts),
+            time_from: a.since.as_ref().map(out::timestamp),
+            time_to: a.until.as_ref().map(out::timestamp),
         }),
         mmr: a.mmr,
         mmr_lambda: a.mmr_lambda,

@@ -5,6 +5,7 @@
 mod context;
 mod errors;
 mod events;
+mod memory;
 mod tasks;
 mod views;
 
