@@ -17,6 +17,10 @@ re!(PY_ERROR, r"^(?:E\s+)?([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Faul
 re!(RUST_ERROR, r"^error(\[E\d{4}\])?: (.+)$");
 re!(PANIC, r"^thread '[^']*' panicked at (.+)$");
 re!(GENERIC_ERROR, r"^(?:ERROR|Error|error|FATAL|Fatal|fatal|npm ERR!)[:!]?\s+(.+)$");
+// pytest's error detail (`E       fixture 'x' not found`), compilers' and linters' located
+// diagnostics (`a.py:3:5 - error: …`, `a.ts(3,5): error TS2345: …`, `a.go:3:5: … (goconst)`).
+re!(PYTEST_DETAIL, r"^E\s{2,}(?:[\w.]*(?:Error|Exception|Failed)\b|fixture '[^']*' not found)");
+re!(LOCATED_ERROR, r"^\S+?(?::\d+(?::\d+)?(?::| -)|\(\d+,\d+\):) *error\b|^\S+\.\w{1,4}:\d+:\d+: .+ \([a-z]+\)$");
 re!(SHELL_ERROR, r"(?:: command not found|: No such file or directory|Segmentation fault|Permission denied)\s*$");
 re!(PYTEST_FAILED_LINE, r"^(FAILED|ERROR) (\S+::\S+|\S+\.py)(?: - (.*))?$");
 re!(
@@ -29,6 +33,10 @@ re!(GO_SUMMARY, r"^(ok|FAIL)\s+(\S+)(?:\s|$)");
 re!(UNITTEST_RAN, r"^Ran (\d+) tests? in [\d.]+s");
 re!(UNITTEST_RESULT, r"^(OK|FAILED)(?: \((.*)\))?$");
 re!(JEST_SUMMARY, r"^Tests:\s+(.*(?:passed|failed).*)$");
+re!(UNITTEST_HEADER, r"^(?:FAIL|ERROR): (\w+) \(([\w.]+)\)");
+re!(SYMPY_HEADER, r"^_{3,} (\S+\.py):(\w+) _{3,}$");
+re!(SYMPY_SUMMARY, r"^tests finished: (.*)$");
+re!(ANSI, r"\x1b\[[0-9;?]*[A-Za-z]");
 re!(
     EXIT_CODE,
     r"(?i)(?:<returncode>(-?\d+)</returncode>|exit(?:ed with)? (?:code|status):? (-?\d+)|process exited with code (-?\d+)|^Exit code:? (-?\d+))"
@@ -89,6 +97,8 @@ pub fn is_error_line(line: &str) -> bool {
         || PANIC.is_match(t)
         || PYTEST_FAILED_LINE.is_match(t)
         || SHELL_ERROR.is_match(t)
+        || PYTEST_DETAIL.is_match(t)
+        || LOCATED_ERROR.is_match(t)
         || GENERIC_ERROR.is_match(t)
         || PY_ERROR.captures(t).is_some_and(|c| {
             // "Error: x" is generic; a bare word ending in Error must be a class name.
@@ -119,8 +129,14 @@ pub fn error_class(line: &str) -> Option<String> {
     None
 }
 
+/// The output without terminal colour and cursor codes (test runners colour their summaries).
+pub fn plain(output: &str) -> std::borrow::Cow<'_, str> {
+    if output.contains('\x1b') { ANSI.replace_all(output, "") } else { std::borrow::Cow::Borrowed(output) }
+}
+
 /// Reads a tool's output: exit status, error lines, test summary and named tests.
 pub fn outcome(output: &str) -> Outcome {
+    let output = plain(output);
     let mut o = Outcome::default();
     let mut unittest_ran = false;
     for raw in output.lines() {
@@ -150,6 +166,11 @@ pub fn outcome(output: &str) -> Outcome {
             unittest_ran = true;
         } else if unittest_ran && let Some(c) = UNITTEST_RESULT.captures(t) {
             o.tests = Some(TestSummary { passed: &c[1] == "OK", line: clip(t) });
+        } else if let Some(c) = SYMPY_SUMMARY.captures(t) {
+            // "41 passed, 5 skipped, 2 expected to fail, 2 exceptions": an expected failure is not one.
+            let counts = c[1].replace("expected to fail", "");
+            let failed = counts.contains("failed") || counts.contains("exception");
+            o.tests = Some(TestSummary { passed: !failed, line: clip(t) });
         } else if let Some(c) = GO_SUMMARY.captures(t)
             && (c[2].contains('/') || c[2].contains('.'))
         {
@@ -158,6 +179,10 @@ pub fn outcome(output: &str) -> Outcome {
         }
         if let Some(c) = PYTEST_FAILED_LINE.captures(t) {
             push_unique(&mut o.failed_tests, c[2].to_owned());
+        } else if let Some(c) = UNITTEST_HEADER.captures(t) {
+            push_unique(&mut o.failed_tests, format!("{} ({})", &c[1], &c[2]));
+        } else if let Some(c) = SYMPY_HEADER.captures(t) {
+            push_unique(&mut o.failed_tests, format!("{}:{}", &c[1], &c[2]));
         } else if let Some(name) = t.strip_prefix("--- FAIL: ") {
             push_unique(&mut o.failed_tests, name.split_whitespace().next().unwrap_or(name).to_owned());
         } else if let Some(name) = t.strip_prefix("--- PASS: ") {
@@ -207,6 +232,7 @@ fn push_unique(v: &mut Vec<String>, s: String) {
 /// The lines of a tool's output worth keeping verbatim in a turn: error lines and test or exit
 /// summaries, the last `max` of them (a traceback's decisive line is its last).
 pub fn key_output_lines(output: &str, max: usize) -> Vec<String> {
+    let output = plain(output);
     let mut keep: Vec<String> = Vec::new();
     for raw in output.lines() {
         let t = raw.trim();
@@ -221,6 +247,7 @@ pub fn key_output_lines(output: &str, max: usize) -> Vec<String> {
             || PYTEST_SUMMARY.is_match(t)
             || JEST_SUMMARY.is_match(t)
             || UNITTEST_RAN.is_match(t)
+            || SYMPY_SUMMARY.is_match(t)
         {
             let line = clip(t);
             if !keep.contains(&line) {
@@ -258,6 +285,18 @@ mod tests {
         );
         assert_eq!(o.tests.as_ref().map(|t| t.passed), Some(true));
         assert!(!o.failed(false));
+
+        // Coloured pytest output (ANSI codes around the words).
+        let o = outcome("\x1b[31mERROR\x1b[0m a/t.py::\x1b[1mT::test_x\x1b[0m - X\n\x1b[31m==== \x1b[32m3 passed\x1b[0m, \x1b[31m\x1b[1m1 error\x1b[0m\x1b[31m in 0.5s\x1b[0m ====");
+        assert_eq!(o.failed_tests, vec!["a/t.py::T::test_x"]);
+        assert_eq!(o.tests.as_ref().map(|t| t.passed), Some(false));
+        // unittest (Django's runtests) and sympy's bin/test.
+        let o = outcome("FAIL: test_parameters (dbshell.test_postgresql.Tests)\n---\nRan 10 tests in 0.04s\n\nFAILED (failures=1)");
+        assert_eq!(o.failed_tests, vec!["test_parameters (dbshell.test_postgresql.Tests)"]);
+        let o = outcome("___ sympy/core/tests/test_s.py:test_evaluate_false ___\nValueError: x\n tests finished: 41 passed, 2 expected to fail, 2 exceptions,");
+        assert_eq!(o.failed_tests, vec!["sympy/core/tests/test_s.py:test_evaluate_false"]);
+        assert_eq!(o.tests.as_ref().map(|t| t.passed), Some(false));
+        assert_eq!(outcome("tests finished: 12 passed, 1 expected to fail, in 0.2 seconds").tests.map(|t| t.passed), Some(true));
 
         let o = outcome("<returncode>0</returncode>\n<output>\nhello\n</output>");
         assert_eq!(o.exit_code, Some(0));

@@ -79,7 +79,7 @@ pub async fn run(args: MemoryArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.locomo {
         let ns = format!("bench-memlocomo-{}", ulid::Ulid::generate().to_string().to_lowercase());
         let (conn, server, store) = super::bench::start_server_with(config.clone(), Some(&ns)).await?;
-        let r = locomo(&args, path, &conn.channel().await?, &store).await;
+        let r = locomo(&args, path, &conn.channel().await?, &store, &config).await;
         server.stop().await;
         out.insert("locomo".into(), r?);
     }
@@ -289,22 +289,28 @@ async fn facts(
         labels.iter().map(|l| l.source.clone()).chain(questions.iter().map(|q| q.source.clone())).collect();
     sources.sort();
     sources.dedup();
+    // Each source is a project of its own: a namespace each (file paths and commands of two
+    // projects are not the same file or the same command).
     let t0 = Instant::now();
-    let mut session_of: BTreeMap<String, String> = BTreeMap::new();
-    for s in &sources {
-        session_of.insert(s.clone(), load_source(channel, ns, s, args).await.with_context(|| format!("loading {s}"))?);
+    let mut session_of: BTreeMap<String, (String, String)> = BTreeMap::new();
+    for (i, s) in sources.iter().enumerate() {
+        let name = format!("{ns}-{i}");
+        store.create_namespace(&name).await?;
+        let session = load_source(channel, &name, s, args).await.with_context(|| format!("loading {s}"))?;
+        session_of.insert(s.clone(), (name, session));
     }
     let mut m = MemoryServiceClient::new(channel.clone()).max_decoding_message_size(usize::MAX);
-    settle(&mut m, ns, Duration::from_secs(600)).await?;
+    for (name, _) in session_of.values() {
+        settle(&mut m, name, Duration::from_secs(600)).await?;
+    }
     let read_secs = t0.elapsed().as_secs_f64();
-    let nsid = store.namespace(ns).await?.id;
 
     let mut by_type: BTreeMap<String, Counts> = BTreeMap::new();
     let mut misses: Vec<String> = Vec::new();
     let mut wrong: Vec<String> = Vec::new();
     let mut events_total = 0u64;
     for s in &sources {
-        let session = &session_of[s];
+        let (ns, session) = &session_of[s];
         let facts = all_facts(&mut m, ns, session).await?;
         let mine: Vec<&Label> = labels.iter().filter(|l| &l.source == s).collect();
         // One extracted fact per label (greedy, in label order).
@@ -337,13 +343,14 @@ async fn facts(
             }
         }
         let sid: uuid::Uuid = session.parse()?;
-        events_total += store.session(nsid, sid).await?.event_count;
+        events_total += store.session(store.namespace(ns).await?.id, sid).await?.event_count;
     }
     // Latest status: the newest current fact about the subject, as of the question's event.
     let mut correct = 0usize;
     let mut q_wrong = Vec::new();
     for q in &questions {
-        let session = &session_of[&q.source];
+        let (ns, session) = &session_of[&q.source];
+        let nsid = store.namespace(ns).await?.id;
         let sid: uuid::Uuid = session.parse()?;
         let page = store
             .events_in_range(nsid, sid, memex_store::SeqRange { from: q.as_of_seq, to: Some(q.as_of_seq) }, 1, None)
@@ -351,7 +358,7 @@ async fn facts(
         let at = page.events.first().map(|e| e.event_time).context("question's event")?;
         let r = m
             .query_facts(pb::QueryFactsRequest {
-                namespace: ns.into(),
+                namespace: ns.clone(),
                 fact_type: q.fact_type.clone(),
                 as_of: Some(pb_time(at)),
                 limit: 500,
@@ -517,11 +524,34 @@ impl Recall {
     }
 }
 
+/// Waits until every event of `ns` has a vector of each configured model (FindQuote ranks by them).
+async fn embedded(store: &memex_store::Store, ns: &str, config: &memex_server::Config) -> anyhow::Result<()> {
+    let models: Vec<memex_embed::ModelInfo> = [
+        memex_server::search::embedder(&config.embedding)?.map(|e| e.info().clone()),
+        memex_server::search::fast_tier(&config.embedding)?.map(|e| e.info().clone()),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let id = store.namespace(ns).await?.id;
+    let (events,): (i64,) =
+        sqlx::query_as("SELECT count(*) FROM events WHERE namespace_id = $1").bind(id).fetch_one(store.pool()).await?;
+    for m in &models {
+        let until = Instant::now() + Duration::from_secs(3_600);
+        while memex_search::vector_count(store.pool(), id, m).await? < events as u64 {
+            anyhow::ensure!(Instant::now() < until, "{ns}: {} vectors did not catch up", m.name);
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+    Ok(())
+}
+
 async fn locomo(
     args: &MemoryArgs,
     path: &Path,
     channel: &Channel,
     store: &memex_store::Store,
+    config: &memex_server::Config,
 ) -> anyhow::Result<Value> {
     let raw = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     let data: Vec<Value> = serde_json::from_slice(&raw).context("locomo10.json is a JSON array")?;
@@ -603,6 +633,7 @@ async fn locomo(
             });
         }
         settle(&mut m, &ns, Duration::from_secs(1_800)).await?;
+        embedded(store, &ns, config).await?;
     }
     let read_secs = t0.elapsed().as_secs_f64();
     let counter = memex_tokens::Tokenizer::O200kBase;

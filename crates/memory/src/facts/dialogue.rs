@@ -10,8 +10,8 @@ use crate::dates::resolve_relative_date;
 use crate::model::{Fact, FactType, MemEvent, SeqSpan, TemporalStatus};
 use crate::turns::is_injected_user_text;
 
-/// Facts read from one message, at most.
-const MAX_PER_MESSAGE: usize = 8;
+/// Facts read from one message, at most (a task's instructions state many rules).
+const MAX_PER_MESSAGE: usize = 24;
 /// Longest sentence a fact quotes (characters).
 const MAX_SENTENCE: usize = 400;
 
@@ -29,6 +29,8 @@ re!(
     CONSTRAINT,
     r"(?i)\b(?:must(?: not)?|mustn't|do not|don't|never|always|cannot|can't|should not|shouldn't|make sure|ensure that|avoid|only use|no need to|not allowed|is required|are required)\b"
 );
+// Requirement words written in capitals (RFC 2119 style) are rules, as is "exactly N".
+re!(EMPHATIC, r"\b(?:MUST|SHOULD|SHALL|REQUIRED|NEVER|ALWAYS)\b|(?i:\bexactly (?:one|two|three|\d+|the following)\b)");
 re!(
     PREFERENCE,
     r"(?i)\b(?:i|we) (?:would |'d |really )?(?:prefer|like|love|want|rather|hate|dislike|enjoy)\b|\bplease (?:use|keep|stick|write|make)\b|\b(?:use|using) \S+ (?:instead of|rather than)\b"
@@ -89,7 +91,15 @@ pub fn sentences(text: &str) -> Vec<String> {
 }
 
 /// The facts a user's message states.
-pub fn dialogue_facts(e: &MemEvent) -> Vec<Fact> {
+// A follow-up that tells the agent its work is not right (after a first request).
+// Kept to phrases that report a result, so a new request is not taken for a correction.
+re!(
+    FEEDBACK,
+    r"(?i)\b(?:doesn't work|does not work|didn't work|did not work|not working|still (?:doesn't|does not|not|broken|fails|failing|the same|shows|happening)|are you sure|i don't think|don't think (?:we|you|it|that)|that's not (?:it|right|what)|this is not (?:it|right|what)|isn't (?:right|working|correct)|not what i (?:asked|wanted|meant)|now (?:sounds?|looks?) the same|is broken|broke (?:it|the))\b"
+);
+
+/// The facts a user's message states; `follow_up` when a user's message came before it.
+pub fn dialogue_facts(e: &MemEvent, follow_up: bool) -> Vec<Fact> {
     if is_injected_user_text(&e.content) {
         return Vec::new();
     }
@@ -97,7 +107,7 @@ pub fn dialogue_facts(e: &MemEvent) -> Vec<Fact> {
     let span = SeqSpan::one(e.seq);
     let all = sentences(&e.content);
     let text = e.content.trim();
-    if CORRECTION.is_match(text) {
+    if CORRECTION.is_match(text) || (follow_up && text.chars().count() <= 1_200 && FEEDBACK.is_match(text)) {
         let quoted = clip(&all.iter().take(2).cloned().collect::<Vec<_>>().join(" "), MAX_SENTENCE);
         if !quoted.is_empty() {
             out.push(fact(
@@ -116,13 +126,14 @@ pub fn dialogue_facts(e: &MemEvent) -> Vec<Fact> {
         if out.len() >= MAX_PER_MESSAGE {
             break;
         }
-        // A lead-in ("The agent must produce:") introduces a list; it states nothing itself.
-        if s.chars().count() > MAX_SENTENCE || s.split_whitespace().count() < 3 || s.ends_with(':') {
+        // A short lead-in ("The agent must produce:") introduces a list; it states nothing itself.
+        let lead_in = s.ends_with(':') && s.split_whitespace().count() < 7;
+        if s.chars().count() > MAX_SENTENCE || s.split_whitespace().count() < 3 || lead_in {
             continue;
         }
         let (t, verb, status) = if PREFERENCE.is_match(s) {
             (FactType::Preference, "prefers", TemporalStatus::Active)
-        } else if CONSTRAINT.is_match(s) {
+        } else if CONSTRAINT.is_match(s) || EMPHATIC.is_match(s) {
             (FactType::Constraint, "requires", TemporalStatus::Active)
         } else if EXPERIENCE.is_match(s) {
             (FactType::Experience, "experienced", TemporalStatus::Completed)
@@ -156,10 +167,10 @@ mod tests {
 
     #[test]
     fn users_correct_constrain_and_prefer() {
-        let f = dialogue_facts(&ev(3, "user_message", "No, that's the wrong file. Edit src/b.rs instead."));
+        let f = dialogue_facts(&ev(3, "user_message", "No, that's the wrong file. Edit src/b.rs instead."), true);
         assert_eq!(f[0].fact_type, FactType::Correction);
         assert_eq!(f[0].what, "No, that's the wrong file. Edit src/b.rs instead.");
-        let f = dialogue_facts(&ev(3, "user_message", "Please use tabs for indentation. Never push to main."));
+        let f = dialogue_facts(&ev(3, "user_message", "Please use tabs for indentation. Never push to main."), false);
         let kinds: Vec<_> = f.iter().map(|f| (f.fact_type, f.object.as_str())).collect();
         assert_eq!(
             kinds,
@@ -168,7 +179,11 @@ mod tests {
                 (FactType::Constraint, "Never push to main."),
             ]
         );
-        assert!(dialogue_facts(&ev(3, "user_message", "<system-reminder>Never do x</system-reminder>")).is_empty());
-        assert!(dialogue_facts(&ev(3, "user_message", "what does this function do?")).is_empty());
+        assert!(dialogue_facts(&ev(3, "user_message", "<system-reminder>Never do x</system-reminder>"), true).is_empty());
+        assert!(dialogue_facts(&ev(3, "user_message", "what does this function do?"), true).is_empty());
+        // Feedback on the agent's work is a correction, but only after a first request.
+        let msg = "Still doesn't work, maybe there's a step needed to enable it";
+        assert_eq!(dialogue_facts(&ev(9, "user_message", msg), true)[0].fact_type, FactType::Correction);
+        assert!(dialogue_facts(&ev(1, "user_message", msg), false).is_empty());
     }
 }

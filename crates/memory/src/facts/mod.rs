@@ -53,7 +53,13 @@ struct Pending {
     seq: u64,
     kind: CallKind,
     why: String,
+    /// When the call writes a script: the script and the files its code writes.
+    #[serde(default)]
+    script: Option<(String, Vec<String>)>,
 }
+
+/// Scripts remembered, at most.
+const MAX_SCRIPTS: usize = 256;
 
 /// An error seen and not yet resolved: what raised it (a command or test key) and where.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,6 +81,13 @@ pub struct FactExtractor {
     failing: BTreeSet<String>,
     /// The agent's last stated reason (the first sentence of its last message).
     why: String,
+    /// Scripts this session wrote, and the files their code writes (`open(p, "w")`): running one
+    /// changes those files.
+    #[serde(default)]
+    scripts: BTreeMap<String, Vec<String>>,
+    /// Whether a user's message came before (a later one may answer the agent's work).
+    #[serde(default)]
+    heard_user: bool,
     /// The last seq consumed.
     pub last_seq: u64,
 }
@@ -98,7 +111,8 @@ impl FactExtractor {
                         self.pending.remove(0);
                     }
                     let id = e.tool_call_id.clone().unwrap_or_default();
-                    self.pending.push(Pending { id, seq: e.seq, kind, why: self.why.clone() });
+                    let script = script_written(&kind, &e.content);
+                    self.pending.push(Pending { id, seq: e.seq, kind, why: self.why.clone(), script });
                 }
             }
             k if k == "tool_result" || k == "tool_error" || k.ends_with("tool_result") => {
@@ -113,7 +127,10 @@ impl FactExtractor {
                     self.result(&call, e, k == "tool_error", &mut out);
                 }
             }
-            "user_message" => out.extend(dialogue_facts(e)),
+            "user_message" => {
+                out.extend(dialogue_facts(e, self.heard_user));
+                self.heard_user |= !crate::turns::is_injected_user_text(&e.content);
+            }
             "decision" | "constraint" => {
                 let what = first_sentence(&e.content, 400);
                 if !what.is_empty() {
@@ -151,6 +168,12 @@ impl FactExtractor {
         let span = SeqSpan::new(call.seq, e.seq);
         let outcome = lines::outcome(&e.content);
         let failed = outcome.failed(error_kind) || refused_edit(&e.content);
+        if !failed
+            && let Some((script, targets)) = &call.script
+            && (self.scripts.len() < MAX_SCRIPTS || self.scripts.contains_key(script))
+        {
+            self.scripts.insert(script_key(script), targets.clone());
+        }
         let mk = |t: FactType, subject: &str, verb: &str, object: &str, what: String, status| {
             let mut f = fact(e, t, subject, verb, object, what, status, span);
             f.why = call.why.clone();
@@ -234,8 +257,22 @@ impl FactExtractor {
             f
         };
         let first_error = decisive_error(outcome);
+        // Running a script the session wrote changes the files its code writes.
         if !failed {
-            for (paths, verb) in [(&fx.created, "created"), (&fx.edited, "edited"), (&fx.deleted, "deleted")] {
+            let ran: Vec<String> = shell::scripts_run(line).iter().filter_map(|s| self.scripts.get(&script_key(s)).cloned()).flatten().collect();
+            for p in ran {
+                let verb = if self.remember_file(&p) { "edited" } else { "created" };
+                out.push(mk(FactType::File, &p, verb, "", format!("{} {p} (by `{key}`).", cap(verb)), TemporalStatus::Completed));
+            }
+        }
+        // `rm` that failed only on files that were not there removed the others.
+        let deleted: Vec<String> = if failed { shell::removed_despite(&fx.deleted, &outcome.errors) } else { fx.deleted.clone() };
+        for p in &deleted {
+            self.remember_file(p);
+            out.push(mk(FactType::File, p, "deleted", "", format!("Deleted {p} (`{key}`)."), TemporalStatus::Completed));
+        }
+        if !failed {
+            for (paths, verb) in [(&fx.created, "created"), (&fx.edited, "edited")] {
                 for p in paths {
                     let verb = if verb == "created" && self.remember_file(p) { "edited" } else { verb };
                     if verb != "created" {
@@ -328,7 +365,7 @@ impl FactExtractor {
         // (or test run) that raised them works.
         let origin = fx.test.clone().unwrap_or_else(|| key.clone());
         if failed {
-            if let Some(line) = &first_error {
+            for line in &reported_errors(outcome, first_error.as_deref()) {
                 let sig = error_signature(line);
                 if !sig.is_empty() && !self.open_errors.contains_key(&sig) && self.open_errors.len() < MAX_OPEN_ERRORS {
                     self.open_errors
@@ -377,6 +414,97 @@ fn refused_edit(result: &str) -> bool {
         || t.starts_with("No changes to make")
 }
 
+/// A script's name as runs and writes compare it (`./x.py` and `x.py` alike).
+fn script_key(p: &str) -> String {
+    p.trim_start_matches("./").to_owned()
+}
+
+static PY_OPEN_W: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(r#"open\(\s*(?:['"]([^'"]+)['"]|(\w+))\s*,\s*['"][wa]"#).expect("a valid pattern")
+});
+static PY_WRITE_TEXT: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(r#"Path\(\s*['"]([^'"]+)['"]\s*\)\.write_(?:text|bytes)\("#).expect("a valid pattern")
+});
+static JS_WRITE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(r#"writeFile(?:Sync)?\(\s*['"]([^'"]+)['"]"#).expect("a valid pattern")
+});
+static ASSIGN_PATH: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(r#"(?m)^\s*(\w+)\s*=\s*['"]([^'"\s]+\.\w{1,5})['"]\s*$"#).expect("a valid pattern")
+});
+
+/// The files a script's code writes: `open("p", "w")` (or `open(var, "w")` with `var = "p"`),
+/// `Path("p").write_text(…)`, `fs.writeFileSync("p", …)`.
+pub fn script_targets(code: &str) -> Vec<String> {
+    let vars: BTreeMap<&str, &str> =
+        ASSIGN_PATH.captures_iter(code).filter_map(|c| Some((c.get(1)?.as_str(), c.get(2)?.as_str()))).collect();
+    let mut out: Vec<String> = Vec::new();
+    let mut push = |p: &str| {
+        if !p.is_empty() && !p.starts_with("/tmp/") && !out.iter().any(|x| x == p) {
+            out.push(p.to_owned());
+        }
+    };
+    for c in PY_OPEN_W.captures_iter(code) {
+        match (c.get(1), c.get(2)) {
+            (Some(p), _) => push(p.as_str()),
+            (None, Some(v)) => {
+                if let Some(p) = vars.get(v.as_str()) {
+                    push(p)
+                }
+            }
+            _ => {}
+        }
+    }
+    for c in PY_WRITE_TEXT.captures_iter(code).chain(JS_WRITE.captures_iter(code)) {
+        push(&c[1]);
+    }
+    out
+}
+
+/// When a call writes a script (a Write of a `.py`/`.js` file, or a shell heredoc into one): the
+/// script and the files its code writes.
+fn script_written(kind: &CallKind, input: &str) -> Option<(String, Vec<String>)> {
+    let is_script = |p: &str| [".py", ".js", ".mjs", ".ts"].iter().any(|x| p.ends_with(x));
+    let (path, code) = match kind {
+        CallKind::Write(p) if is_script(p) => {
+            let v: serde_json::Value = serde_json::from_str(input).ok()?;
+            (p.clone(), json_str(&v, &["content", "file_text", "text"])?.to_owned())
+        }
+        CallKind::Shell(line) if line.contains("<<") => {
+            let fx = shell::effects(line);
+            let p = fx.created.iter().chain(&fx.edited).find(|p| is_script(p))?.clone();
+            (p, line.split_once('\n').map(|(_, body)| body.to_owned()).unwrap_or_default())
+        }
+        _ => return None,
+    };
+    let targets = script_targets(&code);
+    (!targets.is_empty()).then_some((path, targets))
+}
+
+/// Errors of a failed output worth a fact each: the decisive one, and up to two more distinct
+/// ones (a test run or a type check can fail on several errors at once).
+const MAX_ERRORS_PER_OUTPUT: usize = 3;
+
+fn reported_errors(o: &Outcome, decisive: Option<&str>) -> Vec<String> {
+    let mut out: Vec<String> = decisive.map(str::to_owned).into_iter().collect();
+    let mut seen: Vec<String> = out.iter().map(|l| error_signature(l)).collect();
+    for l in &o.errors {
+        if out.len() >= MAX_ERRORS_PER_OUTPUT {
+            break;
+        }
+        // A test summary line without a message is the test's failure (a test fact), not an error.
+        let t = l.trim();
+        if (t.starts_with("FAILED ") || t.starts_with("ERROR ")) && !PYTEST_SUMMARY_ERROR.is_match(t) {
+            continue;
+        }
+        let sig = error_signature(l);
+        if !seen.contains(&sig) {
+            seen.push(sig);
+            out.push(l.clone());
+        }
+    }
+    out
+}
+
 /// The error line that decides a failure: the last Python error (a traceback ends with it), else
 /// the first error line.
 fn decisive_error(o: &Outcome) -> Option<String> {
@@ -388,13 +516,24 @@ fn decisive_error(o: &Outcome) -> Option<String> {
         .cloned()
 }
 
+static PYTEST_SUMMARY_ERROR: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(r"^(?:FAILED|ERROR) \S+ - (.+)$").expect("a valid pattern")
+});
+
 /// An error as a subject: its text with numbers, hex ids and quoted values masked, so the same
 /// error raised again with another value is the same error.
 pub fn error_signature(line: &str) -> String {
     let mut out = String::with_capacity(line.len());
     let mut in_quote: Option<char> = None;
     let mut last_masked = false;
-    for c in line.trim().trim_start_matches('E').trim().chars() {
+    // pytest's detail prefix (`E       KeyError: …`), and a test summary's test id: the error is its message.
+    let t = line.trim();
+    let t = t.strip_prefix("E ").map_or(t, str::trim_start);
+    let t = match PYTEST_SUMMARY_ERROR.captures(t) {
+        Some(c) => c.get(1).map_or(t, |m| m.as_str()),
+        None => t,
+    };
+    for c in t.chars() {
         if let Some(q) = in_quote {
             if c == q {
                 in_quote = None;

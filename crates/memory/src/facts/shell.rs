@@ -185,6 +185,11 @@ fn strip_prefixes(w: &mut Vec<String>) {
             1 + w[1..].iter().take_while(|a| a.contains('=')).count()
         } else if h.contains('=') && !h.starts_with('-') && !h.starts_with('=') {
             1
+        } else if matches!(h.as_str(), "uv" | "poetry" | "pipenv" | "pdm" | "hatch" | "rye") && w.get(1).is_some_and(|a| a == "run") {
+            // `uv run pytest …`: the tool runs the command that follows.
+            2
+        } else if matches!(h.as_str(), "npx" | "bunx" | "pnpx") {
+            1
         } else {
             0
         };
@@ -218,6 +223,12 @@ fn test_runner(s: &Simple) -> Option<usize> {
             Some(if s.arg(1) == "run" { 3 } else { 2 })
         }
         "make" if s.arg(1).starts_with("test") || s.arg(1) == "check" => Some(2),
+        // Task runners: `mise run test`, `just test`, `task test`.
+        "mise" | "task" | "just" | "invoke" | "nox"
+            if s.arg(1).starts_with("test") || (s.arg(1) == "run" && s.arg(2).starts_with("test")) =>
+        {
+            Some(if s.arg(1) == "run" { 3 } else { 2 })
+        }
         "python" | "python3" | "python2"
             if s.arg(1) == "-m" && matches!(s.arg(2), "pytest" | "unittest" | "nose" | "tox") =>
         {
@@ -228,7 +239,7 @@ fn test_runner(s: &Simple) -> Option<usize> {
         {
             Some(2)
         }
-        "bin/test" | "./bin/test" => Some(1),
+        _ if h == "bin/test" || h == "./bin/test" => Some(1),
         _ => None,
     }
 }
@@ -423,25 +434,61 @@ pub fn effects(line: &str) -> CommandEffects {
     fx
 }
 
-/// A command line as a fact's subject: the simple commands after any leading `cd`, joined by
-/// `&&`, pipes into output filters (`| head`, `| tail`, `| grep`) and `2>&1` dropped, so a retry
-/// that only trims its output names the same command.
-pub fn command_key(line: &str) -> String {
-    let cmds = simple_commands(line);
-    let mut parts: Vec<String> = Vec::new();
-    for (i, s) in cmds.iter().enumerate() {
-        let h = s.head().rsplit('/').next().unwrap_or("");
-        if (i == 0 && h == "cd") || s.words.is_empty() {
-            continue;
+/// Scripts a command line runs: `python x.py`, `python3 -u x.py`, `node x.js`, `./x.py`.
+pub fn scripts_run(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in simple_commands(line) {
+        let h = s.head();
+        let base = h.rsplit('/').next().unwrap_or(h);
+        let script = if base.starts_with("python") || matches!(base, "node" | "deno" | "tsx" | "ts-node" | "bun") {
+            s.words.iter().skip(1).find(|w| !w.starts_with('-')).cloned()
+        } else if h.starts_with("./") && (h.ends_with(".py") || h.ends_with(".js")) {
+            Some(h.to_owned())
+        } else {
+            None
+        };
+        if let Some(p) = script.filter(|p| p.contains('.')) {
+            out.push(p);
         }
-        if i > 0 && matches!(h, "head" | "tail" | "grep" | "less" | "more" | "tee" | "sort" | "uniq" | "wc" | "cat") {
-            continue;
-        }
-        parts.push(s.words.join(" "));
     }
-    let key = parts.join(" && ");
+    out
+}
+
+static CANNOT_REMOVE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"cannot remove '([^']+)': No such file or directory").expect("a valid pattern"));
+
+/// The files of a failed `rm` that were removed all the same: every one but those it says were
+/// not there. None when it failed for another reason (permissions, a directory).
+pub fn removed_despite(paths: &[String], errors: &[String]) -> Vec<String> {
+    let missing: Vec<&str> = errors.iter().filter_map(|e| CANNOT_REMOVE.captures(e)).filter_map(|c| c.get(1)).map(|m| m.as_str()).collect();
+    let other = errors.iter().any(|e| e.contains("cannot remove") && !CANNOT_REMOVE.is_match(e));
+    if missing.is_empty() || other {
+        return Vec::new();
+    }
+    paths.iter().filter(|p| !missing.contains(&p.as_str())).cloned().collect()
+}
+
+static LEADING_CD: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^\s*cd\s+[^\s;&|]+\s*(?:&&|;)\s*").expect("a valid pattern"));
+static TRAILING_FILTER: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\s*\|\s*(?:head|tail|less|more|tee|sort|uniq|wc|cat)\b[^|]*$").expect("a valid pattern")
+});
+static STDERR_TO_STDOUT: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\s*2>&1").expect("a valid pattern"));
+
+/// A command line as a fact's subject, as written (quotes kept): its first line, without a
+/// leading `cd DIR &&`, `2>&1` or trailing pipes into output filters (`| head`, `| tail -20`), so
+/// a retry that only trims its output names the same command.
+pub fn command_key(line: &str) -> String {
     // A multi-line argument (a description, a script) is not part of what names the command.
-    let key = key.lines().next().unwrap_or("").trim_end();
+    let mut key = line.lines().next().unwrap_or("").trim().to_owned();
+    while let Some(m) = LEADING_CD.find(&key) {
+        key = key[m.end()..].to_owned();
+    }
+    key = STDERR_TO_STDOUT.replace_all(&key, "").into_owned();
+    while let Some(m) = TRAILING_FILTER.find(&key) {
+        key.truncate(m.start());
+    }
+    let key = key.trim();
     if key.chars().count() > 160 { key.chars().take(160).collect::<String>() + "…" } else { key.to_owned() }
 }
 
@@ -489,6 +536,7 @@ mod tests {
     fn keys_name_retries_alike() {
         assert_eq!(command_key("cd /repo && python reproduce.py 2>&1 | tail -20"), "python reproduce.py");
         assert_eq!(command_key("python reproduce.py"), "python reproduce.py");
+        assert_eq!(command_key("grep -r \"x y\" t/ | grep -B 1 441 | head -5"), "grep -r \"x y\" t/ | grep -B 1 441");
         assert_eq!(package_name("requests==2.31"), ("requests", "2.31"));
         assert_eq!(package_name("@types/node@20"), ("@types/node", "20"));
         assert_eq!(package_name("lodash"), ("lodash", ""));

@@ -122,4 +122,37 @@ fn codex_shell_arrays_and_patches() {
         CallKind::Patch { added: vec!["a.py".into()], updated: vec!["b.py".into()], deleted: vec!["c.py".into()] }
     );
     assert_eq!(error_signature("KeyError: 'abc' at 0x7f3a"), "KeyError: '…' at NxNfNa");
+    assert_eq!(error_signature("ERROR a.py::T::t - NameError: name 'x' is not defined"), "NameError: name '…' is not defined");
+    assert_eq!(error_signature("E       KeyError: 'x'"), "KeyError: '…'");
+    assert_eq!(error_signature("Error getting embedding"), "Error getting embedding");
+}
+
+/// A script the agent wrote and ran edits the files its code writes; an `rm` that failed on a
+/// missing file removed the others.
+#[test]
+fn scripts_edit_what_they_write_and_rm_removes_what_was_there() {
+    let script = "cat <<'EOF' > update_card.py\nfile_path = 'astropy/io/fits/card.py'\nwith open(file_path, 'r') as f:\n    lines = f.readlines()\nwith open(file_path, 'w') as f:\n    f.writelines(lines)\nEOF";
+    let events = vec![
+        ev(1, "tool_call", r#"{"file_path":"astropy/io/fits/card.py"}"#).tool("Read", "r"),
+        ev(2, "tool_result", "x").call_id("r"),
+        ev(3, "tool_call", script).tool("Bash", "a"),
+        ev(4, "tool_result", "<returncode>0</returncode>").call_id("a"),
+        ev(5, "tool_call", "python update_card.py").tool("Bash", "b"),
+        ev(6, "tool_result", "<returncode>0</returncode>\nFile updated successfully.").call_id("b"),
+        ev(7, "tool_call", "rm update_card.py gone.py").tool("Bash", "c"),
+        ev(8, "tool_result", "<returncode>1</returncode>\nrm: cannot remove 'gone.py': No such file or directory").call_id("c"),
+    ];
+    let facts = run(&events);
+    let files: Vec<(String, String)> =
+        facts.iter().filter(|f| f.fact_type == FactType::File).map(|f| (f.subject.clone(), f.verb.clone())).collect();
+    assert_eq!(
+        files,
+        vec![
+            ("astropy/io/fits/card.py".to_owned(), "read".to_owned()),
+            ("update_card.py".to_owned(), "created".to_owned()),
+            ("astropy/io/fits/card.py".to_owned(), "edited".to_owned()),
+            ("update_card.py".to_owned(), "deleted".to_owned()),
+        ]
+    );
+    assert_eq!(script_targets("Path('a/b.txt').write_text(x)\nfs.writeFileSync(\"c.js\", s)"), vec!["a/b.txt", "c.js"]);
 }
