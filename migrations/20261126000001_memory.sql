@@ -53,6 +53,8 @@ CREATE TABLE memory_segments (
     summary_text   text NOT NULL,
     summary_tokens integer NOT NULL,
     closed         boolean NOT NULL,
+    -- Facts read from its events (kept by the worker; topics sum them).
+    facts          integer NOT NULL DEFAULT 0,
     PRIMARY KEY (namespace_id, id),
     UNIQUE (namespace_id, session_id, first_seq)
 );
@@ -118,6 +120,8 @@ CREATE TABLE memory_namespaces (
     version        bigint NOT NULL DEFAULT 0,
     built_version  bigint NOT NULL DEFAULT -1,
     rebuilt_at     timestamptz,
+    -- How long the last rebuild took: the next waits at least four times as long.
+    rebuild_ms     integer NOT NULL DEFAULT 0,
     leased_until   timestamptz,
     leased_by      text
 );

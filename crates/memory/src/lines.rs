@@ -287,16 +287,25 @@ mod tests {
         assert!(!o.failed(false));
 
         // Coloured pytest output (ANSI codes around the words).
-        let o = outcome("\x1b[31mERROR\x1b[0m a/t.py::\x1b[1mT::test_x\x1b[0m - X\n\x1b[31m==== \x1b[32m3 passed\x1b[0m, \x1b[31m\x1b[1m1 error\x1b[0m\x1b[31m in 0.5s\x1b[0m ====");
+        let o = outcome(
+            "\x1b[31mERROR\x1b[0m a/t.py::\x1b[1mT::test_x\x1b[0m - X\n\x1b[31m==== \x1b[32m3 passed\x1b[0m, \x1b[31m\x1b[1m1 error\x1b[0m\x1b[31m in 0.5s\x1b[0m ====",
+        );
         assert_eq!(o.failed_tests, vec!["a/t.py::T::test_x"]);
         assert_eq!(o.tests.as_ref().map(|t| t.passed), Some(false));
         // unittest (Django's runtests) and sympy's bin/test.
-        let o = outcome("FAIL: test_parameters (dbshell.test_postgresql.Tests)\n---\nRan 10 tests in 0.04s\n\nFAILED (failures=1)");
+        let o = outcome(
+            "FAIL: test_parameters (dbshell.test_postgresql.Tests)\n---\nRan 10 tests in 0.04s\n\nFAILED (failures=1)",
+        );
         assert_eq!(o.failed_tests, vec!["test_parameters (dbshell.test_postgresql.Tests)"]);
-        let o = outcome("___ sympy/core/tests/test_s.py:test_evaluate_false ___\nValueError: x\n tests finished: 41 passed, 2 expected to fail, 2 exceptions,");
+        let o = outcome(
+            "___ sympy/core/tests/test_s.py:test_evaluate_false ___\nValueError: x\n tests finished: 41 passed, 2 expected to fail, 2 exceptions,",
+        );
         assert_eq!(o.failed_tests, vec!["sympy/core/tests/test_s.py:test_evaluate_false"]);
         assert_eq!(o.tests.as_ref().map(|t| t.passed), Some(false));
-        assert_eq!(outcome("tests finished: 12 passed, 1 expected to fail, in 0.2 seconds").tests.map(|t| t.passed), Some(true));
+        assert_eq!(
+            outcome("tests finished: 12 passed, 1 expected to fail, in 0.2 seconds").tests.map(|t| t.passed),
+            Some(true)
+        );
 
         let o = outcome("<returncode>0</returncode>\n<output>\nhello\n</output>");
         assert_eq!(o.exit_code, Some(0));

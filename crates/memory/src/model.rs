@@ -15,6 +15,9 @@ pub struct MemEvent {
     pub tool_call_id: Option<String>,
     pub agent_id: String,
     pub time: DateTime<Utc>,
+    /// The session had been quiet for `idle_close_secs` when this event arrived. The worker may
+    /// have closed the turn before it then, so a turn opens here in every reading (a rebuild too).
+    pub after_quiet: bool,
 }
 
 impl MemEvent {

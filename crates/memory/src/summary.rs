@@ -4,7 +4,7 @@
 //! reader most needs (the user's words, errors, numbers, identifiers), up to ~15% of the
 //! segment's tokens clamped to 200–2,000 (§3.3). A topic's summary is chosen the same way from
 //! its segments' summaries, ~200 tokens, with a one-paragraph description.
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use memex_tokens::TokenCounter;
 use serde::{Deserialize, Serialize};
@@ -113,46 +113,97 @@ fn units(turns: &[Turn], counter: &dyn TokenCounter) -> Vec<Unit> {
 
 /// Greedy weighted coverage: pick the unit whose uncovered terms weigh most (times its lift, per
 /// square root of its tokens) until `target` tokens are used or nothing new is covered.
+///
+/// Terms are interned to indices, and gains are evaluated lazily: coverage only grows, so a
+/// unit's gain only falls, and a stale gain is an upper bound — the unit at the top of the heap
+/// whose gain is still current is the best (the same choice as recomputing every gain each round,
+/// ties to the earlier unit).
 fn choose(units: Vec<Unit>, target: usize, must_first: Option<usize>) -> Vec<Unit> {
-    let mut weight: BTreeMap<String, f64> = BTreeMap::new();
-    for u in &units {
-        for t in &u.terms {
-            *weight.entry(t.clone()).or_default() += 1.0;
+    let mut ids: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let terms: Vec<Vec<usize>> = units
+        .iter()
+        .map(|u| {
+            u.terms
+                .iter()
+                .map(|t| {
+                    let n = ids.len();
+                    *ids.entry(t.as_str()).or_insert(n)
+                })
+                .collect()
+        })
+        .collect();
+    let mut weight = vec![0.0f64; ids.len()];
+    for ts in &terms {
+        for &t in ts {
+            weight[t] += 1.0;
         }
     }
-    let mut covered: BTreeSet<String> = BTreeSet::new();
-    let mut left: Vec<Option<Unit>> = units.into_iter().map(Some).collect();
-    let mut chosen: Vec<Unit> = Vec::new();
+    let mut covered = vec![false; weight.len()];
+    let gain = |i: usize, covered: &[bool]| -> f64 {
+        terms[i].iter().filter(|&&t| !covered[t]).map(|&t| weight[t]).sum::<f64>() * units[i].lift
+            / (units[i].tokens as f64).sqrt()
+    };
+    let mut taken = vec![false; units.len()];
+    let mut order: Vec<usize> = Vec::new();
     let mut used = 0usize;
     if let Some(i) = must_first
-        && let Some(u) = left.get_mut(i).and_then(Option::take)
-        && u.tokens <= target
+        && i < units.len()
+        && units[i].tokens <= target
     {
-        used += u.tokens;
-        covered.extend(u.terms.iter().cloned());
-        chosen.push(u);
-    }
-    loop {
-        let mut best: Option<(f64, usize)> = None;
-        for (i, u) in left.iter().enumerate() {
-            let Some(u) = u else { continue };
-            if used + u.tokens > target {
-                continue;
-            }
-            let gain: f64 = u.terms.iter().filter(|t| !covered.contains(*t)).map(|t| weight[t]).sum::<f64>() * u.lift
-                / (u.tokens as f64).sqrt();
-            if gain > 0.0 && best.is_none_or(|(b, _)| gain > b) {
-                best = Some((gain, i));
-            }
+        used += units[i].tokens;
+        taken[i] = true;
+        for &t in &terms[i] {
+            covered[t] = true;
         }
-        let Some((_, i)) = best else { break };
-        let Some(u) = left[i].take() else { break };
-        used += u.tokens;
-        covered.extend(u.terms.iter().cloned());
-        chosen.push(u);
+        order.push(i);
     }
+    // (gain, Reverse(index)): the highest gain first, then the earliest unit.
+    let mut heap: std::collections::BinaryHeap<(OrdF64, std::cmp::Reverse<usize>)> = (0..units.len())
+        .filter(|&i| !taken[i])
+        .map(|i| (OrdF64(gain(i, &covered)), std::cmp::Reverse(i)))
+        .filter(|(g, _)| g.0 > 0.0)
+        .collect();
+    while let Some((OrdF64(g), std::cmp::Reverse(i))) = heap.pop() {
+        if used + units[i].tokens > target {
+            continue; // only fewer tokens remain later
+        }
+        let now = gain(i, &covered);
+        if now <= 0.0 {
+            continue;
+        }
+        if now < g {
+            heap.push((OrdF64(now), std::cmp::Reverse(i)));
+            continue;
+        }
+        used += units[i].tokens;
+        taken[i] = true;
+        for &t in &terms[i] {
+            covered[t] = true;
+        }
+        order.push(i);
+    }
+    let mut slots: Vec<Option<Unit>> = units.into_iter().map(Some).collect();
+    let mut chosen: Vec<Unit> = order.into_iter().filter_map(|i| slots[i].take()).collect();
     chosen.sort_by_key(|u| u.order);
     chosen
+}
+
+/// A total order on finite gains, for the heap.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct OrdF64(f64);
+
+impl Eq for OrdF64 {}
+
+impl PartialOrd for OrdF64 {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for OrdF64 {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
 }
 
 fn finish(chosen: Vec<Unit>, counter: &dyn TokenCounter) -> Summary {

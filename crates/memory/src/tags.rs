@@ -294,6 +294,7 @@ const STOP: &[&str] = &[
 
 static STOPSET: LazyLock<BTreeSet<&'static str>> = LazyLock::new(|| STOP.iter().copied().collect());
 
+static MARKUP: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"</?[A-Za-z_][\w-]*>").expect("a valid pattern"));
 static BACKTICK: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"`([^`\s]{2,60})`").expect("a valid pattern"));
 static CAMEL: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\b([A-Z][a-z0-9]+(?:[A-Z][a-z0-9]+)+)\b").expect("a valid pattern"));
@@ -377,6 +378,14 @@ pub fn normalize_tag(raw: &str) -> Option<String> {
         return None;
     }
     let is_file = raw.contains('.') && raw.rsplit('.').next().is_some_and(|ext| (1..=5).contains(&ext.len()));
+    if is_file {
+        // A file name is its own tag, as written (lowercased): `__init__.py`, `reproduce_issue.py`.
+        let name = raw.to_lowercase();
+        let ok = (2..=48).contains(&name.len())
+            && name.chars().any(char::is_alphabetic)
+            && !name.contains(char::is_whitespace);
+        return ok.then_some(name);
+    }
     let mut kebab = String::with_capacity(raw.len() + 4);
     let mut prev_lower = false;
     for c in raw.chars() {
@@ -538,7 +547,8 @@ pub fn own_tags(turn: &Turn) -> Vec<String> {
             push(&c, &mut out);
         }
     }
-    let prose = turn.prose();
+    // Markup (`<pr_description>`, `<format_example>`) is structure, not subject matter.
+    let prose = MARKUP.replace_all(&turn.prose(), " ").into_owned();
     let mut idents: Vec<String> = Vec::new();
     for c in BACKTICK.captures_iter(&prose).chain(CAMEL.captures_iter(&prose)).chain(SNAKE.captures_iter(&prose)) {
         let id = c[1].trim_end_matches("()").to_owned();
@@ -641,6 +651,8 @@ mod tests {
         assert_eq!(normalize_tag("BuildPack").as_deref(), Some("build-pack"));
         assert_eq!(normalize_tag("query_vectors").as_deref(), Some("query-vector"));
         assert_eq!(normalize_tag("parse.rs").as_deref(), Some("parse.rs"));
+        assert_eq!(normalize_tag("__init__.py").as_deref(), Some("__init__.py"));
+        assert_eq!(normalize_tag("Reproduce_Issue.py").as_deref(), Some("reproduce_issue.py"));
         assert_eq!(normalize_tag("Libraries").as_deref(), Some("library"));
         assert_eq!(normalize_tag("status").as_deref(), Some("status"));
         assert_eq!(normalize_tag("TypeError").as_deref(), Some("type-error"));

@@ -12,6 +12,7 @@ pub fn ev(seq: u64, kind: &str, content: &str) -> MemEvent {
         tool_call_id: None,
         agent_id: "agent".into(),
         time: Utc.timestamp_opt(1_700_000_000 + seq as i64, 0).single().expect("a time"),
+        after_quiet: false,
     }
 }
 

@@ -23,6 +23,9 @@ pub struct TopicConfig {
     pub alias_cosine: f32,
     /// The most used tags compared by vector (pairwise).
     pub alias_vector_pool: usize,
+    /// A tag on fewer segments is a topic only when it is some segment's primary tag (a passing
+    /// mention is not a subject).
+    pub min_segments: usize,
 }
 
 impl Default for TopicConfig {
@@ -33,7 +36,8 @@ impl Default for TopicConfig {
             max_subtopics: 8,
             subtopic_min_segments: 2,
             alias_cosine: 0.92,
-            alias_vector_pool: 1_000,
+            alias_vector_pool: 300,
+            min_segments: 2,
         }
     }
 }
@@ -208,6 +212,11 @@ pub fn build_topics(segs: &[SegmentTags], vectors: Option<&[Option<Vec<f32>>]>, 
             .unwrap_or_default();
         class_name.insert(*c, name.clone());
         let segments: Vec<usize> = members.get(c).map(|m| m.iter().copied().collect()).unwrap_or_default();
+        let primary =
+            segments.iter().any(|&s| segs[s].primary.as_ref().is_some_and(|p| sp.iter().any(|&i| tags[i] == *p)));
+        if segments.len() < cfg.min_segments && !primary {
+            continue;
+        }
         let mut aliases: Vec<String> = sp.iter().map(|&i| tags[i].clone()).collect();
         aliases.sort();
         topics.push(topic(name, aliases, None, Vec::new(), segments, segs));
@@ -229,7 +238,11 @@ pub fn build_topics(segs: &[SegmentTags], vectors: Option<&[Option<Vec<f32>>]>, 
             for tag in &segs[si].tags {
                 if let Some(&ti) = tag_index.get(tag.as_str()) {
                     let name = &class_name[&class[ti]];
-                    if *name != t.tag && !broad.contains(name) && seen.insert(name.clone()) {
+                    if *name != t.tag
+                        && !broad.contains(name)
+                        && by_name.contains_key(name)
+                        && seen.insert(name.clone())
+                    {
                         *co.entry(name.clone()).or_default() += 1;
                     }
                 }
@@ -238,7 +251,7 @@ pub fn build_topics(segs: &[SegmentTags], vectors: Option<&[Option<Vec<f32>>]>, 
         let mut co: Vec<(String, usize)> = co.into_iter().filter(|(_, n)| *n >= cfg.subtopic_min_segments).collect();
         co.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         for (name, _) in co.into_iter().take(cfg.max_subtopics) {
-            let (with, with_segs) = &by_name[&name];
+            let Some((with, with_segs)) = by_name.get(&name) else { continue };
             let segments: Vec<usize> = t.segments.iter().copied().filter(|s| with_segs.contains(s)).collect();
             subtopics.push(topic(
                 format!("{}/{}", t.tag, name),

@@ -59,7 +59,9 @@ pub fn turns(events: &[MemEvent]) -> Vec<Turn> {
     let mut content = false;
     for i in 0..events.len() {
         let prev = i.checked_sub(1).map(|j| &events[j]);
-        if content && opens_turn(&events[i], prev, i - start, calls) {
+        // After a quiet spell the turn before may have been closed as it stood: cut there always.
+        let quiet = events[i].after_quiet && i > start;
+        if quiet || (content && opens_turn(&events[i], prev, i - start, calls)) {
             out.push(turn_of(&events[start..i]));
             start = i;
             calls = 0;

@@ -33,6 +33,7 @@ fn events_of(file: &str) -> Vec<MemEvent> {
                 tool_call_id: Some(r.tool_call_id).filter(|s| !s.is_empty()),
                 agent_id: "agent".into(),
                 time: r.event_time.unwrap_or(base + chrono::Duration::seconds(i as i64)),
+                after_quiet: false,
             }
         })
         .collect()
@@ -115,17 +116,29 @@ fn one_pass_derives_segments_and_facts() {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
     #[test]
-    fn pieces_give_the_memory_of_one_pass(trace in 0..TRACES.len(), cuts in proptest::collection::vec(0.0f64..1.0, 1..6)) {
-        let events = events_of(TRACES[trace]);
+    fn pieces_give_the_memory_of_one_pass(
+        trace in 0..TRACES.len(),
+        cuts in proptest::collection::vec(0.0f64..1.0, 1..6),
+        quiet in proptest::collection::vec(0.0f64..1.0, 0..4),
+    ) {
+        let mut events = events_of(TRACES[trace]);
         let n = events.len() as u64;
-        let whole = one_pass(&events);
+        // Where the session went quiet, a live worker closed the last turn; a pass over it all
+        // sees the same marks.
         let mut points: Vec<u64> = cuts.iter().map(|c| ((c * n as f64) as u64).clamp(1, n)).collect();
+        for q in &quiet {
+            let at = ((q * n as f64) as u64).clamp(1, n - 1);
+            events[at as usize].after_quiet = true;
+            points.push(at);
+        }
+        let whole = one_pass(&events);
         points.push(n);
         points.sort();
         points.dedup();
         let mut s = Store::default();
         for p in points {
-            s.run(&events, p, p == n);
+            let closes = p == n || events[p as usize].after_quiet;
+            s.run(&events, p, closes);
         }
         prop_assert_eq!(&s.facts, &whole.facts);
         prop_assert_eq!(&s.turns, &whole.turns);

@@ -62,7 +62,9 @@ pub struct MemoryConfig {
     pub poll_interval_ms: u64,
     /// How long a claim keeps other replicas off a session, in seconds.
     pub lease_secs: u64,
-    /// A session quiet for this long has its last turn closed (seconds).
+    /// A session quiet for this long has its last turn closed (seconds); an event arriving after
+    /// such a spell opens a new turn. 0 closes a turn as soon as it is read (tests, benches: the
+    /// result then depends on when the worker ran).
     pub idle_close_secs: u64,
     /// Least time between two topic rebuilds of one namespace (milliseconds).
     pub topic_interval_ms: u64,

@@ -314,6 +314,20 @@ pub async fn write_job(
         }
     }
     link_supersession(&mut tx, ns, &placed_new, verify).await?;
+    // The facts each written segment holds (a topic's count is the sum over its segments).
+    for s in &adv.segments {
+        sqlx::query(
+            "UPDATE memory_segments SET facts = (SELECT count(*) FROM memory_facts f
+                 WHERE f.namespace_id = $1 AND f.session_id = $2 AND f.first_seq BETWEEN $3 AND $4 AND f.verb <> 'read')
+             WHERE namespace_id = $1 AND session_id = $2 AND first_seq = $3",
+        )
+        .bind(ns)
+        .bind(session)
+        .bind(s.segment.span.first as i64)
+        .bind(s.segment.span.last as i64)
+        .execute(&mut *tx)
+        .await?;
+    }
     let state = serde_json::to_value(&adv.progress.extractor)?;
     sqlx::query(
         "UPDATE memory_progress SET fact_seq = $3, turn_seq = $4, open_seq = $5, state = $6, updated_at = now(),

@@ -1,7 +1,7 @@
 //! Rebuilding a namespace's topics after its segments changed: canonical tags and aliases,
 //! subtopics of over-broad tags, the set cover (all `memex_memory::topics`), and the summary of
 //! every topic whose segments changed (`memex_memory::summary`), written in one transaction.
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use memex_memory::summary::{describe_topic, summarize_topic};
@@ -47,7 +47,7 @@ pub async fn rebuild_due(parts: &WorkerParts, owner: &str, scope: Option<&[Uuid]
              SELECT namespace_id FROM memory_namespaces
              WHERE version > built_version AND ($2::uuid[] IS NULL OR namespace_id = ANY($2))
                AND (leased_until IS NULL OR leased_until < now())
-               AND (rebuilt_at IS NULL OR rebuilt_at <= now() - make_interval(secs => $3))
+               AND (rebuilt_at IS NULL OR rebuilt_at <= now() - make_interval(secs => GREATEST($3, rebuild_ms * 4 / 1000.0)))
              ORDER BY namespace_id LIMIT 4 FOR UPDATE SKIP LOCKED)
          RETURNING namespace_id, version",
     )
@@ -58,14 +58,17 @@ pub async fn rebuild_due(parts: &WorkerParts, owner: &str, scope: Option<&[Uuid]
     .await?;
     let mut n = 0;
     for (ns, version) in due {
+        let t0 = std::time::Instant::now();
         let built = rebuild(parts, ns).await;
         let next = if built.is_ok() { version } else { -1 };
+        let took = i32::try_from(t0.elapsed().as_millis()).unwrap_or(i32::MAX);
         sqlx::query(
             "UPDATE memory_namespaces SET built_version = GREATEST(built_version, $2), rebuilt_at = now(),
-                    leased_until = NULL, leased_by = NULL WHERE namespace_id = $1",
+                    rebuild_ms = $3, leased_until = NULL, leased_by = NULL WHERE namespace_id = $1",
         )
         .bind(ns)
         .bind(next)
+        .bind(took)
         .execute(pool)
         .await?;
         built?;
@@ -86,13 +89,14 @@ struct SegRow {
     tags: Vec<String>,
     primary_tag: Option<String>,
     closed: bool,
+    facts: i32,
 }
 
 /// Rebuilds one namespace's topics now.
 pub async fn rebuild(parts: &WorkerParts, ns: Uuid) -> Result<(), RecallError> {
     let pool = parts.store.pool();
     let rows: Vec<SegRow> = sqlx::query_as(
-        "SELECT id, session_id, first_seq, last_seq, start_time, end_time, turns, tags, primary_tag, closed
+        "SELECT id, session_id, first_seq, last_seq, start_time, end_time, turns, tags, primary_tag, closed, facts
          FROM memory_segments WHERE namespace_id = $1 ORDER BY session_id, first_seq",
     )
     .bind(ns)
@@ -129,48 +133,62 @@ pub async fn rebuild(parts: &WorkerParts, ns: Uuid) -> Result<(), RecallError> {
             .await?
             .into_iter()
             .collect();
-    let mut tx = pool.begin().await?;
-    for t in &topics {
+    // Which topics changed (members, their ends, facts, cover): only those get a new summary.
+    let mut changed: Vec<(usize, Vec<u8>)> = Vec::new();
+    for (ti, t) in topics.iter().enumerate() {
         let mut h = blake3::Hasher::new();
         for &i in &t.segments {
             let r = &rows[i];
             h.update(r.id.as_bytes());
             h.update(&r.last_seq.to_le_bytes());
+            h.update(&r.facts.to_le_bytes());
             h.update(&[u8::from(r.closed), u8::from(t.in_cover), u8::from(t.broad)]);
         }
         for a in &t.aliases {
             h.update(a.as_bytes());
         }
         let hash = h.finalize().as_bytes().to_vec();
+        if stored.get(&t.tag) != Some(&hash) {
+            changed.push((ti, hash));
+        }
+    }
+    // Their newest segments' summaries, read in one query and parsed once.
+    let newest = |t: &memex_memory::Topic| {
+        let mut m: Vec<usize> = t.segments.clone();
+        m.sort_by_key(|&i| std::cmp::Reverse((rows[i].end_time, rows[i].session_id, rows[i].first_seq)));
+        m.truncate(SUMMARY_SOURCES);
+        m
+    };
+    let mut wanted: Vec<Uuid> = changed.iter().flat_map(|(ti, _)| newest(&topics[*ti])).map(|i| rows[i].id).collect();
+    wanted.sort();
+    wanted.dedup();
+    let mut summaries: HashMap<Uuid, Summary> = HashMap::new();
+    for chunk in wanted.chunks(5_000) {
+        let got: Vec<(Uuid, serde_json::Value)> =
+            sqlx::query_as("SELECT id, summary FROM memory_segments WHERE namespace_id = $1 AND id = ANY($2)")
+                .bind(ns)
+                .bind(chunk)
+                .fetch_all(pool)
+                .await?;
+        for (id, v) in got {
+            summaries.insert(id, serde_json::from_value(v)?);
+        }
+    }
+    let mut records: Vec<serde_json::Value> = Vec::with_capacity(changed.len());
+    for (ti, hash) in &changed {
+        let t = &topics[*ti];
         let first = t.segments.iter().map(|&i| rows[i].start_time).min();
         let last = t.segments.iter().map(|&i| rows[i].end_time).max();
-        if stored.get(&t.tag) == Some(&hash) {
-            continue;
-        }
-        // Its summary, from its newest segments' summaries.
-        let mut members: Vec<usize> = t.segments.clone();
-        members.sort_by_key(|&i| std::cmp::Reverse((rows[i].end_time, rows[i].session_id, rows[i].first_seq)));
-        members.truncate(SUMMARY_SOURCES);
-        let ids: Vec<Uuid> = members.iter().map(|&i| rows[i].id).collect();
-        let summaries: BTreeMap<Uuid, serde_json::Value> = sqlx::query_as::<_, (Uuid, serde_json::Value)>(
-            "SELECT id, summary FROM memory_segments WHERE namespace_id = $1 AND id = ANY($2)",
-        )
-        .bind(ns)
-        .bind(&ids)
-        .fetch_all(&mut *tx)
-        .await?
-        .into_iter()
-        .collect();
-        let mut sums: Vec<Summary> = Vec::new();
+        let members = newest(t);
+        let mut sums: Vec<&Summary> = Vec::new();
         let mut sessions: Vec<Uuid> = Vec::new();
         for &i in &members {
-            if let Some(v) = summaries.get(&rows[i].id) {
-                sums.push(serde_json::from_value(v.clone())?);
+            if let Some(s) = summaries.get(&rows[i].id) {
+                sums.push(s);
                 sessions.push(rows[i].session_id);
             }
         }
-        let refs: Vec<&Summary> = sums.iter().collect();
-        let (summary, owners) = summarize_topic(&t.tag, &refs, &parts.config.summary, parts.counter.as_ref());
+        let (summary, owners) = summarize_topic(&t.tag, &sums, &parts.config.summary, parts.counter.as_ref());
         let lines: Vec<TopicLine> = summary
             .lines
             .iter()
@@ -182,21 +200,26 @@ pub async fn rebuild(parts: &WorkerParts, ns: Uuid) -> Result<(), RecallError> {
             _ => String::new(),
         };
         let description = describe_topic(&t.tag, t.segments.len(), t.sessions, &span, &summary, &parts.config.summary);
-        let all_ids: Vec<Uuid> = t.segments.iter().map(|&i| rows[i].id).collect();
-        let (facts,): (i64,) = sqlx::query_as(
-            "SELECT count(*) FROM memory_facts f JOIN memory_segments s
-               ON s.namespace_id = f.namespace_id AND s.session_id = f.session_id
-              AND f.first_seq BETWEEN s.first_seq AND s.last_seq
-             WHERE s.namespace_id = $1 AND s.id = ANY($2)",
-        )
-        .bind(ns)
-        .bind(&all_ids)
-        .fetch_one(&mut *tx)
-        .await?;
+        let facts: i64 = t.segments.iter().map(|&i| i64::from(rows[i].facts.max(0))).sum();
+        records.push(serde_json::json!({
+            "tag": t.tag, "aliases": t.aliases, "parent": t.parent, "with_tags": t.with,
+            "segments": t.segments.len(), "turns": t.turns, "sessions": t.sessions,
+            "first_time": first, "last_time": last, "broad": t.broad, "in_cover": t.in_cover,
+            "summary": lines, "summary_tokens": summary.tokens, "description": description, "facts": facts,
+            "members_hash": hash.iter().map(|b| format!("{b:02x}")).collect::<String>(),
+        }));
+    }
+    let mut tx = pool.begin().await?;
+    for chunk in records.chunks(500) {
         sqlx::query(
             "INSERT INTO memory_topics (namespace_id, tag, aliases, parent, with_tags, segments, turns, sessions,
                  first_time, last_time, broad, in_cover, summary, summary_tokens, description, facts, members_hash)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+             SELECT $1, x.tag, x.aliases, x.parent, x.with_tags, x.segments, x.turns, x.sessions, x.first_time,
+                    x.last_time, x.broad, x.in_cover, x.summary, x.summary_tokens, x.description, x.facts,
+                    decode(x.members_hash, 'hex')
+             FROM jsonb_to_recordset($2::jsonb) AS x(tag text, aliases text[], parent text, with_tags text[],
+                 segments int, turns int, sessions int, first_time timestamptz, last_time timestamptz, broad bool,
+                 in_cover bool, summary jsonb, summary_tokens int, description text, facts int, members_hash text)
              ON CONFLICT (namespace_id, tag) DO UPDATE SET aliases = EXCLUDED.aliases, parent = EXCLUDED.parent,
                  with_tags = EXCLUDED.with_tags, segments = EXCLUDED.segments, turns = EXCLUDED.turns,
                  sessions = EXCLUDED.sessions, first_time = EXCLUDED.first_time, last_time = EXCLUDED.last_time,
@@ -205,22 +228,7 @@ pub async fn rebuild(parts: &WorkerParts, ns: Uuid) -> Result<(), RecallError> {
                  facts = EXCLUDED.facts, members_hash = EXCLUDED.members_hash",
         )
         .bind(ns)
-        .bind(&t.tag)
-        .bind(&t.aliases)
-        .bind(&t.parent)
-        .bind(&t.with)
-        .bind(t.segments.len() as i32)
-        .bind(t.turns as i32)
-        .bind(t.sessions as i32)
-        .bind(first)
-        .bind(last)
-        .bind(t.broad)
-        .bind(t.in_cover)
-        .bind(serde_json::to_value(&lines)?)
-        .bind(summary.tokens as i32)
-        .bind(description)
-        .bind(facts as i32)
-        .bind(hash)
+        .bind(serde_json::Value::Array(chunk.to_vec()))
         .execute(&mut *tx)
         .await?;
     }

@@ -297,7 +297,22 @@ async fn step_aside(s: &Shared) {
     s.counters.yielded_micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
 }
 
-pub fn mem_event(e: Event) -> MemEvent {
+/// The core's view of a session's events. `quiet` (`idle_close_secs`; zero: off) marks the events
+/// that arrived after the session had gone quiet that long, where a live worker may have closed
+/// the turn: a rebuild cuts the turn there too, so it derives the same memory.
+pub fn mem_events(events: Vec<Event>, quiet: chrono::Duration) -> Vec<MemEvent> {
+    let mut prev: Option<chrono::DateTime<chrono::Utc>> = None;
+    events
+        .into_iter()
+        .map(|e| {
+            let after_quiet = quiet > chrono::Duration::zero() && prev.is_some_and(|p| e.ingest_time - p >= quiet);
+            prev = Some(e.ingest_time);
+            mem_event(e, after_quiet)
+        })
+        .collect()
+}
+
+fn mem_event(e: Event, after_quiet: bool) -> MemEvent {
     MemEvent {
         seq: e.seq,
         kind: e.kind,
@@ -306,6 +321,7 @@ pub fn mem_event(e: Event) -> MemEvent {
         tool_call_id: e.tool_call_id,
         agent_id: e.agent_id,
         time: e.event_time,
+        after_quiet,
     }
 }
 
@@ -340,7 +356,7 @@ async fn job(s: &Shared, c: tables::Claim) -> Result<(), RecallError> {
     let close_last = upto == c.head && events.last().is_some_and(|e| e.ingest_time <= chrono::Utc::now() - quiet);
     let prior = tables::prior(store.pool(), c.namespace_id, c.session_id, c.progress.open_seq).await?;
     let n_new = events.iter().filter(|e| e.seq > c.progress.fact_seq).count() as u64;
-    let events: Vec<MemEvent> = events.into_iter().map(mem_event).collect();
+    let events = mem_events(events, quiet);
     let interpreter = s.parts.interpreter.clone();
     let vectors = s.parts.vectors.clone();
     let counter = s.parts.counter.clone();

@@ -85,6 +85,12 @@ pub async fn run(args: MemoryArgs) -> anyhow::Result<()> {
     }
     if args.events > 0 {
         let ns = args.namespace.clone().unwrap_or_else(|| format!("bench-pack-{}", args.events));
+        // The corpus first, with memory off, so the worker then reads a backlog of all of it.
+        let mut off = config.clone();
+        off.memory.enabled = false;
+        let (conn, server, store) = super::bench::start_server_with(off, Some(&ns)).await?;
+        super::bench_pack::ensure_corpus_of(args.events, &args.traces, &conn, &store).await?;
+        server.stop().await;
         let (conn, server, store) = super::bench::start_server_with(config.clone(), Some(&ns)).await?;
         let r = latency(&args, &conn, &store).await;
         server.stop().await;
@@ -469,15 +475,24 @@ const CATEGORIES: [(u64, &str); 5] =
 
 #[derive(Default)]
 struct Recall {
-    /// (category, [segment@5, segment@10, hit@5, hit@10]) sums; n per category.
-    sum: BTreeMap<u64, [f64; 4]>,
+    /// (category, [segment@5, segment@10, hit@5, hit@10, shown@5, shown@10]) sums; n per category.
+    sum: BTreeMap<u64, [f64; 6]>,
     n: BTreeMap<u64, usize>,
     tokens: usize,
     questions: usize,
 }
 
 impl Recall {
-    fn add(&mut self, cat: u64, evidence: &[String], segs: &[Vec<String>], hits: &[String], tokens: usize) {
+    #[allow(clippy::too_many_arguments)]
+    fn add(
+        &mut self,
+        cat: u64,
+        evidence: &[String],
+        segs: &[Vec<String>],
+        hits: &[String],
+        shown: &[Vec<String>],
+        tokens: usize,
+    ) {
         let share = |found: &dyn Fn(&String) -> bool| {
             if evidence.is_empty() {
                 0.0
@@ -487,21 +502,24 @@ impl Recall {
         };
         let in_segs = |k: usize| move |e: &String| segs.iter().take(k).any(|s| s.contains(e));
         let in_hits = |k: usize| move |e: &String| hits.iter().take(k).any(|h| h == e);
+        let in_shown = |k: usize| move |e: &String| shown.iter().take(k).any(|s| s.contains(e));
         let s = self.sum.entry(cat).or_default();
         s[0] += share(&in_segs(5));
         s[1] += share(&in_segs(10));
         s[2] += share(&in_hits(5));
         s[3] += share(&in_hits(10));
+        s[4] += share(&in_shown(5));
+        s[5] += share(&in_shown(10));
         *self.n.entry(cat).or_default() += 1;
         self.tokens += tokens;
         self.questions += 1;
     }
 
-    fn at(&self, cat: Option<u64>) -> ([f64; 4], usize) {
-        let (mut sum, mut n) = ([0.0; 4], 0);
+    fn at(&self, cat: Option<u64>) -> ([f64; 6], usize) {
+        let (mut sum, mut n) = ([0.0; 6], 0);
         for (c, s) in &self.sum {
             if cat.is_none_or(|x| x == *c) {
-                for i in 0..4 {
+                for i in 0..6 {
                     sum[i] += s[i];
                 }
                 n += self.n[c];
@@ -516,7 +534,8 @@ impl Recall {
             let (r, n) = self.at(cat);
             m.insert(
                 name.into(),
-                json!({"n": n, "segment_r@5": r[0], "segment_r@10": r[1], "hit_r@5": r[2], "hit_r@10": r[3]}),
+                json!({"n": n, "segment_r@5": r[0], "segment_r@10": r[1], "hit_r@5": r[2], "hit_r@10": r[3],
+                       "shown_r@5": r[4], "shown_r@10": r[5]}),
             );
         }
         m.insert("tokens_per_question".into(), json!(self.tokens as f64 / self.questions.max(1) as f64));
@@ -667,6 +686,8 @@ async fn locomo(
             };
             let mut segs = Vec::new();
             let mut hits = Vec::new();
+            // What the reader is shown of each quote: the hit, and the summary lines' own turns.
+            let mut shown = Vec::new();
             let mut tokens = 0;
             for x in &quotes {
                 let session = x.segment.as_ref().map(|s| s.session_id.clone()).unwrap_or_default();
@@ -677,7 +698,15 @@ async fn locomo(
                     None => Vec::new(),
                 };
                 segs.push(ids);
-                hits.push(dia.get(&(session.clone(), x.hit_seq)).cloned().unwrap_or_default());
+                let hit = dia.get(&(session.clone(), x.hit_seq)).cloned().unwrap_or_default();
+                let mut seen: Vec<String> = x
+                    .segment
+                    .iter()
+                    .flat_map(|s| s.summary.iter().filter_map(|l| dia.get(&(session.clone(), l.seq)).cloned()))
+                    .collect();
+                seen.push(hit.clone());
+                shown.push(seen);
+                hits.push(hit);
                 // What a reader is handed: the excerpt and the segment's summary.
                 let summary: String = x
                     .segment
@@ -687,19 +716,22 @@ async fn locomo(
                     .join("\n");
                 tokens += counter.count(&x.excerpt) + counter.count(&summary);
             }
-            recall.add(q.category, &q.evidence, &segs, &hits, tokens);
+            recall.add(q.category, &q.evidence, &segs, &hits, &shown, tokens);
         }
     }
     let ask_ms = t1.elapsed().as_secs_f64() * 1e3 / (2 * questions.len().max(1)) as f64;
     println!("locomo: {turns} turns of {n_conv} conversations read in {read_secs:.1} s; {} questions", questions.len());
     println!(
-        "{:<14} {:<12} {:>11} {:>11} {:>8} {:>8}   n",
-        "tool", "category", "segment@5", "segment@10", "hit@5", "hit@10"
+        "{:<14} {:<12} {:>10} {:>10} {:>7} {:>7} {:>8} {:>8}   n",
+        "tool", "category", "segment@5", "segment@10", "hit@5", "hit@10", "shown@5", "shown@10"
     );
     for (tool, r) in [("find_quote", &find), ("remember_when", &when)] {
         for (name, cat) in CATEGORIES.iter().map(|(c, n)| (*n, Some(*c))).chain(std::iter::once(("overall", None))) {
             let (v, n) = r.at(cat);
-            println!("{tool:<14} {name:<12} {:>11.1} {:>11.1} {:>8.1} {:>8.1}   {n}", v[0], v[1], v[2], v[3]);
+            println!(
+                "{tool:<14} {name:<12} {:>10.1} {:>10.1} {:>7.1} {:>7.1} {:>8.1} {:>8.1}   {n}",
+                v[0], v[1], v[2], v[3], v[4], v[5]
+            );
         }
         println!("{tool:<14} tokens per question (top 10): {:.0}", r.tokens as f64 / r.questions.max(1) as f64);
     }
@@ -712,7 +744,6 @@ async fn locomo(
 
 async fn latency(args: &MemoryArgs, conn: &memex_client::Conn, store: &memex_store::Store) -> anyhow::Result<Value> {
     let ns = conn.namespace.clone();
-    super::bench_pack::ensure_corpus_of(args.events, &args.traces, conn, store).await?;
     let channel = conn.channel().await?;
     let mut m = MemoryServiceClient::new(channel.clone()).max_decoding_message_size(usize::MAX);
     // The worker's throughput: events read per second of wall time until the corpus is read.

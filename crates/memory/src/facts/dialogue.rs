@@ -90,7 +90,6 @@ pub fn sentences(text: &str) -> Vec<String> {
     out
 }
 
-/// The facts a user's message states.
 // A follow-up that tells the agent its work is not right (after a first request).
 // Kept to phrases that report a result, so a new request is not taken for a correction.
 re!(
@@ -179,7 +178,9 @@ mod tests {
                 (FactType::Constraint, "Never push to main."),
             ]
         );
-        assert!(dialogue_facts(&ev(3, "user_message", "<system-reminder>Never do x</system-reminder>"), true).is_empty());
+        assert!(
+            dialogue_facts(&ev(3, "user_message", "<system-reminder>Never do x</system-reminder>"), true).is_empty()
+        );
         assert!(dialogue_facts(&ev(3, "user_message", "what does this function do?"), true).is_empty());
         // Feedback on the agent's work is a correction, but only after a first request.
         let msg = "Still doesn't work, maybe there's a step needed to enable it";

@@ -259,17 +259,36 @@ impl FactExtractor {
         let first_error = decisive_error(outcome);
         // Running a script the session wrote changes the files its code writes.
         if !failed {
-            let ran: Vec<String> = shell::scripts_run(line).iter().filter_map(|s| self.scripts.get(&script_key(s)).cloned()).flatten().collect();
+            let ran: Vec<String> = shell::scripts_run(line)
+                .iter()
+                .filter_map(|s| self.scripts.get(&script_key(s)).cloned())
+                .flatten()
+                .collect();
             for p in ran {
                 let verb = if self.remember_file(&p) { "edited" } else { "created" };
-                out.push(mk(FactType::File, &p, verb, "", format!("{} {p} (by `{key}`).", cap(verb)), TemporalStatus::Completed));
+                out.push(mk(
+                    FactType::File,
+                    &p,
+                    verb,
+                    "",
+                    format!("{} {p} (by `{key}`).", cap(verb)),
+                    TemporalStatus::Completed,
+                ));
             }
         }
         // `rm` that failed only on files that were not there removed the others.
-        let deleted: Vec<String> = if failed { shell::removed_despite(&fx.deleted, &outcome.errors) } else { fx.deleted.clone() };
+        let deleted: Vec<String> =
+            if failed { shell::removed_despite(&fx.deleted, &outcome.errors) } else { fx.deleted.clone() };
         for p in &deleted {
             self.remember_file(p);
-            out.push(mk(FactType::File, p, "deleted", "", format!("Deleted {p} (`{key}`)."), TemporalStatus::Completed));
+            out.push(mk(
+                FactType::File,
+                p,
+                "deleted",
+                "",
+                format!("Deleted {p} (`{key}`)."),
+                TemporalStatus::Completed,
+            ));
         }
         if !failed {
             for (paths, verb) in [(&fx.created, "created"), (&fx.edited, "edited")] {
@@ -516,9 +535,8 @@ fn decisive_error(o: &Outcome) -> Option<String> {
         .cloned()
 }
 
-static PYTEST_SUMMARY_ERROR: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-    regex::Regex::new(r"^(?:FAILED|ERROR) \S+ - (.+)$").expect("a valid pattern")
-});
+static PYTEST_SUMMARY_ERROR: std::sync::LazyLock<regex::Regex> =
+    std::sync::LazyLock::new(|| regex::Regex::new(r"^(?:FAILED|ERROR) \S+ - (.+)$").expect("a valid pattern"));
 
 /// An error as a subject: its text with numbers, hex ids and quoted values masked, so the same
 /// error raised again with another value is the same error.

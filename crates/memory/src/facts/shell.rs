@@ -185,7 +185,9 @@ fn strip_prefixes(w: &mut Vec<String>) {
             1 + w[1..].iter().take_while(|a| a.contains('=')).count()
         } else if h.contains('=') && !h.starts_with('-') && !h.starts_with('=') {
             1
-        } else if matches!(h.as_str(), "uv" | "poetry" | "pipenv" | "pdm" | "hatch" | "rye") && w.get(1).is_some_and(|a| a == "run") {
+        } else if matches!(h.as_str(), "uv" | "poetry" | "pipenv" | "pdm" | "hatch" | "rye")
+            && w.get(1).is_some_and(|a| a == "run")
+        {
             // `uv run pytest …`: the tool runs the command that follows.
             2
         } else if matches!(h.as_str(), "npx" | "bunx" | "pnpx") {
@@ -460,7 +462,8 @@ static CANNOT_REMOVE: LazyLock<Regex> =
 /// The files of a failed `rm` that were removed all the same: every one but those it says were
 /// not there. None when it failed for another reason (permissions, a directory).
 pub fn removed_despite(paths: &[String], errors: &[String]) -> Vec<String> {
-    let missing: Vec<&str> = errors.iter().filter_map(|e| CANNOT_REMOVE.captures(e)).filter_map(|c| c.get(1)).map(|m| m.as_str()).collect();
+    let missing: Vec<&str> =
+        errors.iter().filter_map(|e| CANNOT_REMOVE.captures(e)).filter_map(|c| c.get(1)).map(|m| m.as_str()).collect();
     let other = errors.iter().any(|e| e.contains("cannot remove") && !CANNOT_REMOVE.is_match(e));
     if missing.is_empty() || other {
         return Vec::new();

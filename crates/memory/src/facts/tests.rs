@@ -122,7 +122,10 @@ fn codex_shell_arrays_and_patches() {
         CallKind::Patch { added: vec!["a.py".into()], updated: vec!["b.py".into()], deleted: vec!["c.py".into()] }
     );
     assert_eq!(error_signature("KeyError: 'abc' at 0x7f3a"), "KeyError: '…' at NxNfNa");
-    assert_eq!(error_signature("ERROR a.py::T::t - NameError: name 'x' is not defined"), "NameError: name '…' is not defined");
+    assert_eq!(
+        error_signature("ERROR a.py::T::t - NameError: name 'x' is not defined"),
+        "NameError: name '…' is not defined"
+    );
     assert_eq!(error_signature("E       KeyError: 'x'"), "KeyError: '…'");
     assert_eq!(error_signature("Error getting embedding"), "Error getting embedding");
 }
@@ -140,7 +143,8 @@ fn scripts_edit_what_they_write_and_rm_removes_what_was_there() {
         ev(5, "tool_call", "python update_card.py").tool("Bash", "b"),
         ev(6, "tool_result", "<returncode>0</returncode>\nFile updated successfully.").call_id("b"),
         ev(7, "tool_call", "rm update_card.py gone.py").tool("Bash", "c"),
-        ev(8, "tool_result", "<returncode>1</returncode>\nrm: cannot remove 'gone.py': No such file or directory").call_id("c"),
+        ev(8, "tool_result", "<returncode>1</returncode>\nrm: cannot remove 'gone.py': No such file or directory")
+            .call_id("c"),
     ];
     let facts = run(&events);
     let files: Vec<(String, String)> =

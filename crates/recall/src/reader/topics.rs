@@ -322,15 +322,29 @@ impl Memory {
         .bind(ns)
         .fetch_all(self.store.pool())
         .await?;
-        let mut p = PointerBatch::default();
-        let mut lines = Vec::with_capacity(rows.len());
+        // Choose by an estimate first (summary, description, a pointer per line), so that only the
+        // chosen topics' pointers are looked up; then render exactly and keep what fits.
+        let mut chosen: Vec<&TopicRow> = Vec::new();
+        let mut estimate = 0usize;
+        let mut out = Recalled::default();
         for r in &rows {
+            let lines = r.summary.as_array().map_or(0, Vec::len);
+            let est = r.summary_tokens.max(0) as usize + r.description.len() / 4 + 24 * lines + 16;
+            if estimate + est > budget {
+                out.omitted += 1;
+                continue;
+            }
+            estimate += est;
+            chosen.push(r);
+        }
+        let mut p = PointerBatch::default();
+        let mut lines = Vec::with_capacity(chosen.len());
+        for r in &chosen {
             lines.push(r.want(&mut p)?);
         }
         p.resolve(ns, self.view.as_ref()).await?;
-        let mut out = Recalled::default();
         let mut used = 0usize;
-        for (r, l) in rows.iter().zip(&lines) {
+        for (r, l) in chosen.iter().zip(&lines) {
             let v = r.view(l, &p);
             let block = topic_text(&v) + "\n";
             let n = self.count(&block);
