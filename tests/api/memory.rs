@@ -560,3 +560,92 @@ async fn memory_off_is_a_failed_precondition() {
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().starts_with("budgets.memory:"), "{}", e.message());
 }
+
+/// A subject's chain is in time order whatever order its sessions are read in: a session that
+/// happened between two others, or before them all, is linked in where it belongs (the worker
+/// relinks only the stretch around the new facts).
+#[tokio::test]
+async fn a_chain_across_sessions_follows_time_not_arrival() {
+    let Some(srv) = TestServer::start_with(memory_on).await else { return };
+    let f = crate::fixture(&srv, "chain").await;
+    let base = chrono::Utc::now() - chrono::Duration::hours(1);
+    let mut sessions = f.c.sessions.clone();
+    // Appended in this order; in time: D (5), A (10), C (20), B (30).
+    let runs = [
+        ("A", 10, "FAILED. 1 passed; 1 failed"),
+        ("B", 30, "ok. 2 passed; 0 failed"),
+        ("C", 20, "FAILED. 0 passed; 2 failed"),
+        ("D", 5, "ok. 2 passed; 0 failed"),
+    ];
+    for (name, minute, outcome) in runs {
+        let sid = if name == "A" {
+            f.session.clone()
+        } else {
+            sessions
+                .create_session(pb::CreateSessionRequest {
+                    namespace: f.ns.clone(),
+                    agent_id: format!("agent-{name}"),
+                    ..Default::default()
+                })
+                .await
+                .unwrap()
+                .into_inner()
+                .id
+        };
+        let at = base + chrono::Duration::minutes(minute);
+        let events: Vec<pb::EventInput> = vec![
+            ev("user_message", "Run the tests."),
+            call("t1", "Bash", r#"{"command":"cargo test"}"#),
+            result("t1", &format!("test result: {outcome}")),
+        ]
+        .into_iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let t = at + chrono::Duration::seconds(i as i64);
+            pb::EventInput { event_time: Some(prost_types::Timestamp { seconds: t.timestamp(), nanos: 0 }), ..e }
+        })
+        .collect();
+        append(&f.c, &f.ns, &sid, events).await;
+        // Read one session at a time, in the order appended.
+        settled(&f.c, &f.ns).await;
+    }
+    let tests =
+        f.c.memory
+            .clone()
+            .query_facts(pb::QueryFactsRequest {
+                namespace: f.ns.clone(),
+                subject: "cargo test".into(),
+                fact_type: "test".into(),
+                include_superseded: true,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .facts;
+    assert_eq!(tests.len(), 4, "{tests:?}");
+    let mut by_time = tests.clone();
+    by_time.sort_by_key(|t| t.when.as_ref().map(|w| w.seconds));
+    let verbs: Vec<&str> = by_time.iter().map(|t| t.verb.as_str()).collect();
+    assert_eq!(verbs, ["passed", "failed", "failed", "passed"], "{by_time:?}");
+    for w in by_time.windows(2) {
+        assert_eq!(w[0].superseded_by, w[1].id, "{by_time:?}");
+    }
+    assert!(by_time[3].superseded_by.is_empty());
+    // The latest state, as a reader asks for it, is B's pass.
+    let current =
+        f.c.memory
+            .clone()
+            .query_facts(pb::QueryFactsRequest {
+                namespace: f.ns.clone(),
+                subject: "cargo test".into(),
+                fact_type: "test".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .facts;
+    assert_eq!(current.len(), 1, "{current:?}");
+    assert_eq!(current[0].id, by_time[3].id);
+}

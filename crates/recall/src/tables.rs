@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use memex_memory::segment::Features;
 use memex_memory::session::{Advance, Prior, Progress, SegmentOut, StoredTurn};
-use memex_memory::supersede::{Placed, restates, supersession};
+use memex_memory::supersede::{Placed, changes_state, restates, supersession};
 use memex_memory::{Fact, FactExtractor, FactType, SeqSpan, Summary, TemporalStatus};
 use sqlx::{PgPool, Postgres, Transaction};
 use uuid::Uuid;
@@ -313,7 +313,7 @@ pub async fn write_job(
             placed_new.push((id, f));
         }
     }
-    link_supersession(&mut tx, ns, &placed_new, verify).await?;
+    link_supersession(&mut tx, ns, session, &placed_new, verify).await?;
     // The facts each written segment holds (a topic's count is the sum over its segments).
     for s in &adv.segments {
         sqlx::query(
@@ -451,12 +451,13 @@ fn lock_key(ns: Uuid, a: &str, b: &str) -> i64 {
     i64::from_le_bytes(k)
 }
 
-/// Links the new facts into their chains. A subject's chain is recomputed whole; a dialogue fact
+/// Links the new facts into their chains. A subject's chain is recomputed around the new facts; a dialogue fact
 /// is matched against the earlier and later facts sharing a keyword with it. Slots are locked
 /// (advisory, in key order) so that two workers never link one slot at once.
 async fn link_supersession(
     tx: &mut Transaction<'_, Postgres>,
     ns: Uuid,
+    session: Uuid,
     new: &[(Uuid, &Fact)],
     verify: &Verify,
 ) -> Result<(), RecallError> {
@@ -480,27 +481,12 @@ async fn link_supersession(
             if !done_chains.insert((f.fact_type, f.subject_key())) {
                 continue;
             }
-            let rows: Vec<SlotRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                "SELECT {SLOT_COLUMNS} FROM memory_facts WHERE namespace_id = $1 AND fact_type = $2 AND subject_key = $3"
-            )))
-            .bind(ns)
-            .bind(f.fact_type.name())
-            .bind(f.subject_key())
-            .fetch_all(&mut **tx)
-            .await?;
-            let facts: Vec<Fact> = rows.iter().map(SlotRow::fact).collect();
-            let placed: Vec<Placed> = rows
+            let mine: Vec<&Fact> = new
                 .iter()
-                .zip(&facts)
-                .map(|(r, fact)| Placed { fact, session: r.session_id.as_u128(), keywords: &r.keywords, vector: None })
+                .filter(|(_, g)| g.fact_type == f.fact_type && g.subject_key() == f.subject_key() && changes_state(g))
+                .map(|(_, g)| *g)
                 .collect();
-            let links = supersession(&placed);
-            for (i, link) in links.into_iter().enumerate() {
-                let by = link.map(|j| rows[j].id);
-                if by != rows[i].superseded_by {
-                    set_link(tx, ns, rows[i].id, link.map(|j| (rows[j].id, rows[j].when_time))).await?;
-                }
-            }
+            link_chain(tx, ns, session, &mine).await?;
         } else {
             let keywords = fact_keywords(f);
             if keywords.is_empty() {
@@ -549,6 +535,89 @@ async fn link_supersession(
                     set_link(tx, ns, rows[j].id, Some((rows[me].id, rows[me].when_time))).await?;
                 }
             }
+        }
+    }
+    Ok(())
+}
+
+/// Chain order, as `supersede::Placed` orders facts (a uuid compares as its big-endian u128).
+const CHAIN_ORDER: &str = "(when_time, session_id, first_seq, last_seq)";
+/// The facts a chain links: all but file reads, which leave the file as it was.
+const CHAIN_MEMBER: &str = "NOT (fact_type = 'file' AND verb = 'read')";
+
+/// Relinks a subject's chain where `new` (facts of one session, already stored) joined it. A chain
+/// links each state to the next in time, so only the stretch from the state before the first new
+/// fact to the state after the last one can change: that is read, however long the chain (a
+/// subject such as `python reproduce.py` gathers a fact from every session of a namespace).
+async fn link_chain(
+    tx: &mut Transaction<'_, Postgres>,
+    ns: Uuid,
+    session: Uuid,
+    new: &[&Fact],
+) -> Result<(), RecallError> {
+    let (Some(first), Some(last)) = (
+        new.iter().min_by_key(|f| (f.when, f.span.first, f.span.last)),
+        new.iter().max_by_key(|f| (f.when, f.span.first, f.span.last)),
+    ) else {
+        return Ok(());
+    };
+    let (kind, key) = (first.fact_type.name(), first.subject_key());
+    type Bound = (DateTime<Utc>, Uuid, i64, i64);
+    let bound = |cmp: &str, dir: &str| {
+        format!(
+            "SELECT when_time, session_id, first_seq, last_seq FROM memory_facts
+             WHERE namespace_id = $1 AND fact_type = $2 AND subject_key = $3 AND {CHAIN_MEMBER}
+               AND {CHAIN_ORDER} {cmp} ($4, $5, $6, $7)
+             ORDER BY when_time {dir}, session_id {dir}, first_seq {dir}, last_seq {dir} LIMIT 1"
+        )
+    };
+    let edge = |sql: String, f: &Fact| {
+        sqlx::query_as::<_, Bound>(sqlx::AssertSqlSafe(sql))
+            .bind(ns)
+            .bind(kind)
+            .bind(key.clone())
+            .bind(f.when)
+            .bind(session)
+            .bind(f.span.first as i64)
+            .bind(f.span.last as i64)
+    };
+    let own = |f: &Fact| (f.when, session, f.span.first as i64, f.span.last as i64);
+    let lo = edge(bound("<", "DESC"), first).fetch_optional(&mut **tx).await?.unwrap_or(own(first));
+    let hi = edge(bound(">", "ASC"), last).fetch_optional(&mut **tx).await?.unwrap_or(own(last));
+    let rows: Vec<SlotRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {SLOT_COLUMNS} FROM memory_facts
+         WHERE namespace_id = $1 AND fact_type = $2 AND subject_key = $3
+           AND {CHAIN_ORDER} BETWEEN ($4, $5, $6, $7) AND ($8, $9, $10, $11)"
+    )))
+    .bind(ns)
+    .bind(kind)
+    .bind(&key)
+    .bind(lo.0)
+    .bind(lo.1)
+    .bind(lo.2)
+    .bind(lo.3)
+    .bind(hi.0)
+    .bind(hi.1)
+    .bind(hi.2)
+    .bind(hi.3)
+    .fetch_all(&mut **tx)
+    .await?;
+    let facts: Vec<Fact> = rows.iter().map(SlotRow::fact).collect();
+    let placed: Vec<Placed> = rows
+        .iter()
+        .zip(&facts)
+        .map(|(r, fact)| Placed { fact, session: r.session_id.as_u128(), keywords: &r.keywords, vector: None })
+        .collect();
+    let links = supersession(&placed);
+    for (i, link) in links.into_iter().enumerate() {
+        let r = &rows[i];
+        // The state after the stretch keeps its own link: what supersedes it lies beyond.
+        if (r.when_time, r.session_id, r.first_seq, r.last_seq) == hi && hi != own(last) {
+            continue;
+        }
+        let by = link.map(|j| rows[j].id);
+        if by != r.superseded_by {
+            set_link(tx, ns, r.id, link.map(|j| (rows[j].id, rows[j].when_time))).await?;
         }
     }
     Ok(())

@@ -4,9 +4,11 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
+use memex_memory::SummaryConfig;
 use memex_memory::summary::{describe_topic, summarize_topic};
 use memex_memory::topics::{SegmentTags, build_topics, distinct_tags};
 use memex_memory::{Summary, SummaryLine};
+use memex_tokens::TokenCounter;
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -153,13 +155,8 @@ pub async fn rebuild(parts: &WorkerParts, ns: Uuid) -> Result<(), RecallError> {
         }
     }
     // Their newest segments' summaries, read in one query and parsed once.
-    let newest = |t: &memex_memory::Topic| {
-        let mut m: Vec<usize> = t.segments.clone();
-        m.sort_by_key(|&i| std::cmp::Reverse((rows[i].end_time, rows[i].session_id, rows[i].first_seq)));
-        m.truncate(SUMMARY_SOURCES);
-        m
-    };
-    let mut wanted: Vec<Uuid> = changed.iter().flat_map(|(ti, _)| newest(&topics[*ti])).map(|i| rows[i].id).collect();
+    let mut wanted: Vec<Uuid> =
+        changed.iter().flat_map(|(ti, _)| newest(&topics[*ti], &rows)).map(|i| rows[i].id).collect();
     wanted.sort();
     wanted.dedup();
     let mut summaries: HashMap<Uuid, Summary> = HashMap::new();
@@ -174,41 +171,14 @@ pub async fn rebuild(parts: &WorkerParts, ns: Uuid) -> Result<(), RecallError> {
             summaries.insert(id, serde_json::from_value(v)?);
         }
     }
-    let mut records: Vec<serde_json::Value> = Vec::with_capacity(changed.len());
-    for (ti, hash) in &changed {
-        let t = &topics[*ti];
-        let first = t.segments.iter().map(|&i| rows[i].start_time).min();
-        let last = t.segments.iter().map(|&i| rows[i].end_time).max();
-        let members = newest(t);
-        let mut sums: Vec<&Summary> = Vec::new();
-        let mut sessions: Vec<Uuid> = Vec::new();
-        for &i in &members {
-            if let Some(s) = summaries.get(&rows[i].id) {
-                sums.push(s);
-                sessions.push(rows[i].session_id);
-            }
-        }
-        let (summary, owners) = summarize_topic(&t.tag, &sums, &parts.config.summary, parts.counter.as_ref());
-        let lines: Vec<TopicLine> = summary
-            .lines
-            .iter()
-            .zip(&owners)
-            .map(|(l, &o)| TopicLine { session: sessions[o], seq: l.seq, text: l.text.clone() })
-            .collect();
-        let span = match (first, last) {
-            (Some(a), Some(b)) => format!("{} to {}", a.format("%Y-%m-%d"), b.format("%Y-%m-%d")),
-            _ => String::new(),
-        };
-        let description = describe_topic(&t.tag, t.segments.len(), t.sessions, &span, &summary, &parts.config.summary);
-        let facts: i64 = t.segments.iter().map(|&i| i64::from(rows[i].facts.max(0))).sum();
-        records.push(serde_json::json!({
-            "tag": t.tag, "aliases": t.aliases, "parent": t.parent, "with_tags": t.with,
-            "segments": t.segments.len(), "turns": t.turns, "sessions": t.sessions,
-            "first_time": first, "last_time": last, "broad": t.broad, "in_cover": t.in_cover,
-            "summary": lines, "summary_tokens": summary.tokens, "description": description, "facts": facts,
-            "members_hash": hash.iter().map(|b| format!("{b:02x}")).collect::<String>(),
-        }));
-    }
+    // Summaries are CPU work: off the async threads.
+    let (scfg, counter) = (parts.config.summary.clone(), parts.counter.clone());
+    let names: Vec<String> = topics.iter().map(|t| t.tag.clone()).collect();
+    let records = tokio::task::spawn_blocking(move || {
+        topic_records(&topics, &rows, &changed, &summaries, &scfg, counter.as_ref())
+    })
+    .await
+    .map_err(|e| RecallError::Corrupt(format!("topic summaries panicked: {e}")))?;
     let mut tx = pool.begin().await?;
     for chunk in records.chunks(500) {
         sqlx::query(
@@ -232,7 +202,6 @@ pub async fn rebuild(parts: &WorkerParts, ns: Uuid) -> Result<(), RecallError> {
         .execute(&mut *tx)
         .await?;
     }
-    let names: Vec<&str> = topics.iter().map(|t| t.tag.as_str()).collect();
     sqlx::query("DELETE FROM memory_topics WHERE namespace_id = $1 AND tag <> ALL($2)")
         .bind(ns)
         .bind(&names)
@@ -251,4 +220,59 @@ pub fn topic_lines(v: serde_json::Value) -> Result<Vec<TopicLine>, RecallError> 
 pub fn segment_lines(v: serde_json::Value) -> Result<Vec<SummaryLine>, RecallError> {
     let s: Summary = serde_json::from_value(v)?;
     Ok(s.lines)
+}
+
+/// A topic's newest segments (the summary's sources).
+fn newest(t: &memex_memory::Topic, rows: &[SegRow]) -> Vec<usize> {
+    let mut m: Vec<usize> = t.segments.clone();
+    m.sort_by_key(|&i| std::cmp::Reverse((rows[i].end_time, rows[i].session_id, rows[i].first_seq)));
+    m.truncate(SUMMARY_SOURCES);
+    m
+}
+
+/// The rows to upsert for the changed topics: summary, description and counts.
+fn topic_records(
+    topics: &[memex_memory::Topic],
+    rows: &[SegRow],
+    changed: &[(usize, Vec<u8>)],
+    summaries: &HashMap<Uuid, Summary>,
+    cfg: &SummaryConfig,
+    counter: &dyn TokenCounter,
+) -> Vec<serde_json::Value> {
+    let mut records: Vec<serde_json::Value> = Vec::with_capacity(changed.len());
+    for (ti, hash) in changed {
+        let t = &topics[*ti];
+        let first = t.segments.iter().map(|&i| rows[i].start_time).min();
+        let last = t.segments.iter().map(|&i| rows[i].end_time).max();
+        let members = newest(t, rows);
+        let mut sums: Vec<&Summary> = Vec::new();
+        let mut sessions: Vec<Uuid> = Vec::new();
+        for &i in &members {
+            if let Some(s) = summaries.get(&rows[i].id) {
+                sums.push(s);
+                sessions.push(rows[i].session_id);
+            }
+        }
+        let (summary, owners) = summarize_topic(&t.tag, &sums, cfg, counter);
+        let lines: Vec<TopicLine> = summary
+            .lines
+            .iter()
+            .zip(&owners)
+            .map(|(l, &o)| TopicLine { session: sessions[o], seq: l.seq, text: l.text.clone() })
+            .collect();
+        let span = match (first, last) {
+            (Some(a), Some(b)) => format!("{} to {}", a.format("%Y-%m-%d"), b.format("%Y-%m-%d")),
+            _ => String::new(),
+        };
+        let description = describe_topic(&t.tag, t.segments.len(), t.sessions, &span, &summary, cfg);
+        let facts: i64 = t.segments.iter().map(|&i| i64::from(rows[i].facts.max(0))).sum();
+        records.push(serde_json::json!({
+            "tag": t.tag, "aliases": t.aliases, "parent": t.parent, "with_tags": t.with,
+            "segments": t.segments.len(), "turns": t.turns, "sessions": t.sessions,
+            "first_time": first, "last_time": last, "broad": t.broad, "in_cover": t.in_cover,
+            "summary": lines, "summary_tokens": summary.tokens, "description": description, "facts": facts,
+            "members_hash": hash.iter().map(|b| format!("{b:02x}")).collect::<String>(),
+        }));
+    }
+    records
 }
