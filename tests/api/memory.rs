@@ -649,3 +649,62 @@ async fn a_chain_across_sessions_follows_time_not_arrival() {
     assert_eq!(current.len(), 1, "{current:?}");
     assert_eq!(current[0].id, by_time[3].id);
 }
+
+/// A user's rule restated later in another session supersedes the earlier one; a rule that only
+/// shares a word with it does not.
+#[tokio::test]
+async fn a_restated_rule_supersedes_the_earlier_one() {
+    let Some(srv) = TestServer::start_with(memory_on).await else { return };
+    let f = crate::fixture(&srv, "restate").await;
+    let base = chrono::Utc::now() - chrono::Duration::hours(1);
+    let mut sessions = f.c.sessions.clone();
+    let said = [
+        (10, "Never change the public API of the parser module."),
+        (20, "Always run the linter before you commit."),
+        (30, "Never change the public API of the parser module, not even for tests."),
+    ];
+    for (minute, text) in said {
+        let sid = sessions
+            .create_session(pb::CreateSessionRequest {
+                namespace: f.ns.clone(),
+                agent_id: format!("agent-{minute}"),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .id;
+        let t = base + chrono::Duration::minutes(minute);
+        let e = pb::EventInput {
+            event_time: Some(prost_types::Timestamp { seconds: t.timestamp(), nanos: 0 }),
+            ..ev("user_message", text)
+        };
+        let reply = pb::EventInput {
+            event_time: Some(prost_types::Timestamp { seconds: t.timestamp() + 1, nanos: 0 }),
+            ..ev("assistant_message", "Understood.")
+        };
+        append(&f.c, &f.ns, &sid, vec![e, reply]).await;
+        settled(&f.c, &f.ns).await;
+    }
+    let facts =
+        f.c.memory
+            .clone()
+            .query_facts(pb::QueryFactsRequest {
+                namespace: f.ns.clone(),
+                fact_type: "constraint".into(),
+                include_superseded: true,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .facts;
+    let find = |needle: &str, not: &str| {
+        facts.iter().find(|x| x.what.contains(needle) && (not.is_empty() || !x.what.contains(not))).cloned()
+    };
+    let first = find("public API of the parser module.", "").expect("the first rule");
+    let linter = find("linter", "").expect("the linter rule");
+    let again = find("not even for tests", "").expect("the restated rule");
+    assert_eq!(first.superseded_by, again.id, "{facts:?}");
+    assert!(linter.superseded_by.is_empty() && again.superseded_by.is_empty(), "{facts:?}");
+}

@@ -233,11 +233,26 @@ pub fn summarize_segment(
     summary
 }
 
+/// A segment summary read for the topics it belongs to: each line's terms and tokens, worked
+/// out once however many topics draw on the segment.
+#[derive(Debug, Clone)]
+pub struct TopicSource {
+    lines: Vec<(SummaryLine, BTreeSet<String>, usize)>,
+}
+
+impl TopicSource {
+    pub fn new(summary: &Summary, counter: &dyn TokenCounter) -> TopicSource {
+        TopicSource {
+            lines: summary.lines.iter().map(|l| (l.clone(), terms_of(&l.text), counter.count(&l.text) + 1)).collect(),
+        }
+    }
+}
+
 /// A topic's summary, chosen from its segments' summary lines (each keeps its seq and the index
 /// of its segment in `segments`): lines that name the topic first, then coverage.
 pub fn summarize_topic(
     tag: &str,
-    segments: &[&Summary],
+    segments: &[&TopicSource],
     cfg: &SummaryConfig,
     counter: &dyn TokenCounter,
 ) -> (Summary, Vec<usize>) {
@@ -245,13 +260,18 @@ pub fn summarize_topic(
     let mut units = Vec::new();
     let mut owner = Vec::new();
     for (si, s) in segments.iter().enumerate() {
-        for l in &s.lines {
-            let terms = terms_of(&l.text);
-            let names_tag = !tag_terms.is_empty() && tag_terms.is_subset(&terms);
+        for (l, terms, tokens) in &s.lines {
+            let names_tag = !tag_terms.is_empty() && tag_terms.is_subset(terms);
             let lift = if names_tag { 2.0 } else { 1.0 } * if l.text.starts_with("[user]") { 1.2 } else { 1.0 };
-            let tokens = counter.count(&l.text) + 1;
             owner.push(si);
-            units.push(Unit { seq: l.seq, order: units.len(), text: l.text.clone(), terms, lift, tokens });
+            units.push(Unit {
+                seq: l.seq,
+                order: units.len(),
+                text: l.text.clone(),
+                terms: terms.clone(),
+                lift,
+                tokens: *tokens,
+            });
         }
     }
     let chosen = choose(units, cfg.topic_tokens, None);

@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use memex_memory::segment::Features;
 use memex_memory::session::{Advance, Prior, Progress, SegmentOut, StoredTurn};
-use memex_memory::supersede::{Placed, changes_state, restates, supersession};
+use memex_memory::supersede::{Placed, RESTATES_JACCARD, changes_state, restates, supersession};
 use memex_memory::{Fact, FactExtractor, FactType, SeqSpan, Summary, TemporalStatus};
 use sqlx::{PgPool, Postgres, Transaction};
 use uuid::Uuid;
@@ -406,6 +406,20 @@ async fn upsert_segment(
     Ok(())
 }
 
+/// A fact in chain order: (when, session, first seq, last seq).
+type Bound = (DateTime<Utc>, Uuid, i64, i64);
+
+/// A dialogue fact with where its superseder stands in time.
+#[derive(sqlx::FromRow)]
+struct DialogueRow {
+    #[sqlx(flatten)]
+    slot: SlotRow,
+    sup_when: Option<DateTime<Utc>>,
+    sup_session: Option<Uuid>,
+    sup_first: Option<i64>,
+    sup_last: Option<i64>,
+}
+
 /// A fact row as supersession reads it.
 #[derive(sqlx::FromRow)]
 struct SlotRow {
@@ -492,16 +506,35 @@ async fn link_supersession(
             if keywords.is_empty() {
                 continue;
             }
-            let rows: Vec<SlotRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                "SELECT {SLOT_COLUMNS} FROM memory_facts
-                 WHERE namespace_id = $1 AND fact_type = $2 AND who = $3 AND keywords && $4"
-            )))
+            // Only facts that may restate it (keyword Jaccard at least RESTATES_JACCARD, with a
+            // margin: the exact test is `restates`), and where each one's superseder stands: a
+            // namespace's dialogue facts share some keyword by the thousand.
+            let drows: Vec<DialogueRow> = sqlx::query_as(
+                "SELECT f.id, f.session_id, f.first_seq, f.last_seq, f.fact_type, f.subject, f.verb, f.object,
+                        f.what, f.who, f.when_time, f.keywords, f.superseded_by,
+                        s.when_time AS sup_when, s.session_id AS sup_session, s.first_seq AS sup_first,
+                        s.last_seq AS sup_last
+                 FROM memory_facts f
+                 LEFT JOIN memory_facts s ON s.namespace_id = f.namespace_id AND s.id = f.superseded_by
+                 CROSS JOIN LATERAL (SELECT count(*) AS shared FROM unnest(f.keywords) k WHERE k = ANY($4)) o
+                 WHERE f.namespace_id = $1 AND f.fact_type = $2 AND f.who = $3 AND f.keywords && $4
+                   AND o.shared >= ($5::float8 - 1e-4) * (cardinality(f.keywords) + cardinality($4) - o.shared)",
+            )
             .bind(ns)
             .bind(f.fact_type.name())
             .bind(&f.who)
             .bind(&keywords)
+            .bind(f64::from(RESTATES_JACCARD))
             .fetch_all(&mut **tx)
             .await?;
+            let sup: Vec<Option<Bound>> = drows
+                .iter()
+                .map(|d| match (d.sup_when, d.sup_session, d.sup_first, d.sup_last) {
+                    (Some(a), Some(b), Some(c), Some(e)) => Some((a, b, c, e)),
+                    _ => None,
+                })
+                .collect();
+            let rows: Vec<SlotRow> = drows.into_iter().map(|d| d.slot).collect();
             let Some(me) = rows.iter().position(|r| r.id == *id) else { continue };
             let facts: Vec<Fact> = rows.iter().map(SlotRow::fact).collect();
             let placed: Vec<Placed> = rows
@@ -528,10 +561,8 @@ async fn link_supersession(
                 if j == me || !placed[me].is_after(older) || !restates(older, &placed[me]) {
                     continue;
                 }
-                let current = rows[j].superseded_by.and_then(|by| rows.iter().position(|r| r.id == by));
-                if current.is_none_or(|c| order(&placed[me]) < order(&placed[c]))
-                    && verify(facts[j].clone(), facts[me].clone()).await
-                {
+                let mine = (rows[me].when_time, rows[me].session_id, rows[me].first_seq, rows[me].last_seq);
+                if sup[j].is_none_or(|c| mine < c) && verify(facts[j].clone(), facts[me].clone()).await {
                     set_link(tx, ns, rows[j].id, Some((rows[me].id, rows[me].when_time))).await?;
                 }
             }
@@ -562,7 +593,6 @@ async fn link_chain(
         return Ok(());
     };
     let (kind, key) = (first.fact_type.name(), first.subject_key());
-    type Bound = (DateTime<Utc>, Uuid, i64, i64);
     let bound = |cmp: &str, dir: &str| {
         format!(
             "SELECT when_time, session_id, first_seq, last_seq FROM memory_facts

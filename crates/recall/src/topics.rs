@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use memex_memory::SummaryConfig;
-use memex_memory::summary::{describe_topic, summarize_topic};
+use memex_memory::summary::{TopicSource, describe_topic, summarize_topic};
 use memex_memory::topics::{SegmentTags, build_topics, distinct_tags};
 use memex_memory::{Summary, SummaryLine};
 use memex_tokens::TokenCounter;
@@ -239,16 +239,18 @@ fn topic_records(
     cfg: &SummaryConfig,
     counter: &dyn TokenCounter,
 ) -> Vec<serde_json::Value> {
+    let sources: HashMap<Uuid, TopicSource> =
+        summaries.iter().map(|(id, s)| (*id, TopicSource::new(s, counter))).collect();
     let mut records: Vec<serde_json::Value> = Vec::with_capacity(changed.len());
     for (ti, hash) in changed {
         let t = &topics[*ti];
         let first = t.segments.iter().map(|&i| rows[i].start_time).min();
         let last = t.segments.iter().map(|&i| rows[i].end_time).max();
         let members = newest(t, rows);
-        let mut sums: Vec<&Summary> = Vec::new();
+        let mut sums: Vec<&TopicSource> = Vec::new();
         let mut sessions: Vec<Uuid> = Vec::new();
         for &i in &members {
-            if let Some(s) = summaries.get(&rows[i].id) {
+            if let Some(s) = sources.get(&rows[i].id) {
                 sums.push(s);
                 sessions.push(rows[i].session_id);
             }
