@@ -518,13 +518,18 @@ async fn link_supersession(
                  LEFT JOIN memory_facts s ON s.namespace_id = f.namespace_id AND s.id = f.superseded_by
                  CROSS JOIN LATERAL (SELECT count(*) AS shared FROM unnest(f.keywords) k WHERE k = ANY($4)) o
                  WHERE f.namespace_id = $1 AND f.fact_type = $2 AND f.who = $3 AND f.keywords && $4
-                   AND o.shared >= ($5::float8 - 1e-4) * (cardinality(f.keywords) + cardinality($4) - o.shared)",
+                   AND o.shared >= ($5::float8 - 1e-4) * (cardinality(f.keywords) + cardinality($4) - o.shared)
+                   AND (f.id = $6 OR f.when_time >= $7 OR f.superseded_at IS NULL OR f.superseded_at >= $7)",
             )
             .bind(ns)
             .bind(f.fact_type.name())
             .bind(&f.who)
             .bind(&keywords)
             .bind(f64::from(RESTATES_JACCARD))
+            // Earlier facts already superseded before this one cannot change: left out (a rule
+            // restated in every session would otherwise be read whole each time).
+            .bind(id)
+            .bind(f.when)
             .fetch_all(&mut **tx)
             .await?;
             let sup: Vec<Option<Bound>> = drows
