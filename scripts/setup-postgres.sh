@@ -118,6 +118,9 @@ if [ "$(psql_admin -d postgres -c "SELECT 1 FROM pg_database WHERE datname = 'me
 fi
 psql_admin -d memex -c "CREATE EXTENSION IF NOT EXISTS vector"
 psql_admin -d template1 -c "CREATE EXTENSION IF NOT EXISTS vector"
+# pg_trgm (contrib, trusted): memory's fact search by subject and object text.
+psql_admin -d memex -c "CREATE EXTENSION IF NOT EXISTS pg_trgm"
+psql_admin -d template1 -c "CREATE EXTENSION IF NOT EXISTS pg_trgm"
 
 # 5. A hot standby: cluster $PG_MAJOR/standby, a base backup of main streaming from it through a
 # physical slot (replication over the local socket as postgres: Debian's pg_hba allows it, peer).

@@ -57,6 +57,10 @@ pub struct MemoryArgs {
     /// Seconds each tool is measured.
     #[arg(long, default_value_t = 20.0)]
     pub seconds: f64,
+    /// Measure the reader tools at once over what memory holds, the worker still reading its
+    /// backlog beside them (the default waits until the corpus is read and the topics current).
+    #[arg(long)]
+    pub under_backlog: bool,
 }
 
 pub async fn run(args: MemoryArgs) -> anyhow::Result<()> {
@@ -751,6 +755,9 @@ async fn latency(args: &MemoryArgs, conn: &memex_client::Conn, store: &memex_sto
     let lag0 = m.get_memory_status(pb::GetMemoryStatusRequest { namespace: ns.clone() }).await?.into_inner().lag_events;
     let mut last_print = Instant::now();
     loop {
+        if args.under_backlog {
+            break;
+        }
         let s = m.get_memory_status(pb::GetMemoryStatusRequest { namespace: ns.clone() }).await?.into_inner();
         if s.lag_events == 0 {
             break;
@@ -767,14 +774,23 @@ async fn latency(args: &MemoryArgs, conn: &memex_client::Conn, store: &memex_sto
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let read_secs = t0.elapsed().as_secs_f64();
-    settle(&mut m, &ns, Duration::from_secs(3_600)).await?;
+    if !args.under_backlog {
+        settle(&mut m, &ns, Duration::from_secs(3_600)).await?;
+    }
     let settle_secs = t0.elapsed().as_secs_f64();
     let status = m.get_memory_status(pb::GetMemoryStatusRequest { namespace: ns.clone() }).await?.into_inner();
-    let throughput = if lag0 > 0 { lag0 as f64 / read_secs } else { 0.0 };
-    println!(
-        "memory: {lag0} events read in {read_secs:.1} s ({throughput:.0} events/s); topics current after {settle_secs:.1} s; {} segments, {} facts, {} topics",
-        status.segments, status.facts, status.topics
-    );
+    let throughput = if lag0 > 0 && !args.under_backlog { lag0 as f64 / read_secs } else { 0.0 };
+    if args.under_backlog {
+        println!(
+            "memory: measuring beside a backlog of {lag0} events; {} segments, {} facts, {} topics so far",
+            status.segments, status.facts, status.topics
+        );
+    } else {
+        println!(
+            "memory: {lag0} events read in {read_secs:.1} s ({throughput:.0} events/s); topics current after {settle_secs:.1} s; {} segments, {} facts, {} topics",
+            status.segments, status.facts, status.topics
+        );
+    }
     // What the load asks about: topics, fact subjects and queries from the corpus itself.
     let topics: Vec<String> = m
         .list_topics(pb::ListTopicsRequest { namespace: ns.clone(), limit: 1_000, ..Default::default() })
@@ -862,7 +878,7 @@ async fn latency(args: &MemoryArgs, conn: &memex_client::Conn, store: &memex_sto
         );
     }
     Ok(
-        json!({"events": args.events, "namespace": ns, "worker": {"events": lag0, "seconds": read_secs, "events_per_sec": throughput,
+        json!({"events": args.events, "namespace": ns, "worker": {"under_backlog": args.under_backlog, "events": lag0, "seconds": read_secs, "events_per_sec": throughput,
               "settled_seconds": settle_secs, "segments": status.segments, "facts": status.facts, "topics": status.topics},
               "tools": results}),
     )
