@@ -561,6 +561,37 @@ async fn memory_off_is_a_failed_precondition() {
     assert!(e.message().starts_with("budgets.memory:"), "{}", e.message());
 }
 
+/// `e`, stamped with event time `t`.
+fn at(t: chrono::DateTime<chrono::Utc>, e: pb::EventInput) -> pb::EventInput {
+    pb::EventInput { event_time: Some(prost_types::Timestamp { seconds: t.timestamp(), nanos: 0 }), ..e }
+}
+
+/// Another session of the fixture's namespace.
+async fn new_session(f: &crate::Fixture, agent: &str) -> String {
+    f.c.sessions
+        .clone()
+        .create_session(pb::CreateSessionRequest {
+            namespace: f.ns.clone(),
+            agent_id: agent.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .id
+}
+
+/// `QueryFacts` in the fixture's namespace.
+async fn facts(f: &crate::Fixture, q: pb::QueryFactsRequest) -> Vec<pb::Fact> {
+    f.c.memory
+        .clone()
+        .query_facts(pb::QueryFactsRequest { namespace: f.ns.clone(), ..q })
+        .await
+        .unwrap()
+        .into_inner()
+        .facts
+}
+
 /// A subject's chain is in time order whatever order its sessions are read in: a session that
 /// happened between two others, or before them all, is linked in where it belongs (the worker
 /// relinks only the stretch around the new facts).
@@ -569,7 +600,6 @@ async fn a_chain_across_sessions_follows_time_not_arrival() {
     let Some(srv) = TestServer::start_with(memory_on).await else { return };
     let f = crate::fixture(&srv, "chain").await;
     let base = chrono::Utc::now() - chrono::Duration::hours(1);
-    let mut sessions = f.c.sessions.clone();
     // Appended in this order; in time: D (5), A (10), C (20), B (30).
     let runs = [
         ("A", 10, "FAILED. 1 passed; 1 failed"),
@@ -578,21 +608,8 @@ async fn a_chain_across_sessions_follows_time_not_arrival() {
         ("D", 5, "ok. 2 passed; 0 failed"),
     ];
     for (name, minute, outcome) in runs {
-        let sid = if name == "A" {
-            f.session.clone()
-        } else {
-            sessions
-                .create_session(pb::CreateSessionRequest {
-                    namespace: f.ns.clone(),
-                    agent_id: format!("agent-{name}"),
-                    ..Default::default()
-                })
-                .await
-                .unwrap()
-                .into_inner()
-                .id
-        };
-        let at = base + chrono::Duration::minutes(minute);
+        let sid = if name == "A" { f.session.clone() } else { new_session(&f, &format!("agent-{name}")).await };
+        let start = base + chrono::Duration::minutes(minute);
         let events: Vec<pb::EventInput> = vec![
             ev("user_message", "Run the tests."),
             call("t1", "Bash", r#"{"command":"cargo test"}"#),
@@ -600,29 +617,15 @@ async fn a_chain_across_sessions_follows_time_not_arrival() {
         ]
         .into_iter()
         .enumerate()
-        .map(|(i, e)| {
-            let t = at + chrono::Duration::seconds(i as i64);
-            pb::EventInput { event_time: Some(prost_types::Timestamp { seconds: t.timestamp(), nanos: 0 }), ..e }
-        })
+        .map(|(i, e)| at(start + chrono::Duration::seconds(i as i64), e))
         .collect();
         append(&f.c, &f.ns, &sid, events).await;
         // Read one session at a time, in the order appended.
         settled(&f.c, &f.ns).await;
     }
-    let tests =
-        f.c.memory
-            .clone()
-            .query_facts(pb::QueryFactsRequest {
-                namespace: f.ns.clone(),
-                subject: "cargo test".into(),
-                fact_type: "test".into(),
-                include_superseded: true,
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .facts;
+    let cargo_test =
+        pb::QueryFactsRequest { subject: "cargo test".into(), fact_type: "test".into(), ..Default::default() };
+    let tests = facts(&f, pb::QueryFactsRequest { include_superseded: true, ..cargo_test.clone() }).await;
     assert_eq!(tests.len(), 4, "{tests:?}");
     let mut by_time = tests.clone();
     by_time.sort_by_key(|t| t.when.as_ref().map(|w| w.seconds));
@@ -633,19 +636,7 @@ async fn a_chain_across_sessions_follows_time_not_arrival() {
     }
     assert!(by_time[3].superseded_by.is_empty());
     // The latest state, as a reader asks for it, is B's pass.
-    let current =
-        f.c.memory
-            .clone()
-            .query_facts(pb::QueryFactsRequest {
-                namespace: f.ns.clone(),
-                subject: "cargo test".into(),
-                fact_type: "test".into(),
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .facts;
+    let current = facts(&f, cargo_test).await;
     assert_eq!(current.len(), 1, "{current:?}");
     assert_eq!(current[0].id, by_time[3].id);
 }
@@ -657,54 +648,32 @@ async fn a_restated_rule_supersedes_the_earlier_one() {
     let Some(srv) = TestServer::start_with(memory_on).await else { return };
     let f = crate::fixture(&srv, "restate").await;
     let base = chrono::Utc::now() - chrono::Duration::hours(1);
-    let mut sessions = f.c.sessions.clone();
     let said = [
         (10, "Never change the public API of the parser module."),
         (20, "Always run the linter before you commit."),
         (30, "Never change the public API of the parser module, not even for tests."),
     ];
     for (minute, text) in said {
-        let sid = sessions
-            .create_session(pb::CreateSessionRequest {
-                namespace: f.ns.clone(),
-                agent_id: format!("agent-{minute}"),
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .id;
+        let sid = new_session(&f, &format!("agent-{minute}")).await;
         let t = base + chrono::Duration::minutes(minute);
-        let e = pb::EventInput {
-            event_time: Some(prost_types::Timestamp { seconds: t.timestamp(), nanos: 0 }),
-            ..ev("user_message", text)
-        };
-        let reply = pb::EventInput {
-            event_time: Some(prost_types::Timestamp { seconds: t.timestamp() + 1, nanos: 0 }),
-            ..ev("assistant_message", "Understood.")
-        };
-        append(&f.c, &f.ns, &sid, vec![e, reply]).await;
+        let events = vec![
+            at(t, ev("user_message", text)),
+            at(t + chrono::Duration::seconds(1), ev("assistant_message", "Understood.")),
+        ];
+        append(&f.c, &f.ns, &sid, events).await;
         settled(&f.c, &f.ns).await;
     }
-    let facts =
-        f.c.memory
-            .clone()
-            .query_facts(pb::QueryFactsRequest {
-                namespace: f.ns.clone(),
-                fact_type: "constraint".into(),
-                include_superseded: true,
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .facts;
+    let rules = facts(
+        &f,
+        pb::QueryFactsRequest { fact_type: "constraint".into(), include_superseded: true, ..Default::default() },
+    )
+    .await;
     let find = |needle: &str, not: &str| {
-        facts.iter().find(|x| x.what.contains(needle) && (not.is_empty() || !x.what.contains(not))).cloned()
+        rules.iter().find(|x| x.what.contains(needle) && (not.is_empty() || !x.what.contains(not))).cloned()
     };
     let first = find("public API of the parser module.", "").expect("the first rule");
     let linter = find("linter", "").expect("the linter rule");
     let again = find("not even for tests", "").expect("the restated rule");
-    assert_eq!(first.superseded_by, again.id, "{facts:?}");
-    assert!(linter.superseded_by.is_empty() && again.superseded_by.is_empty(), "{facts:?}");
+    assert_eq!(first.superseded_by, again.id, "{rules:?}");
+    assert!(linter.superseded_by.is_empty() && again.superseded_by.is_empty(), "{rules:?}");
 }

@@ -9,45 +9,17 @@ use std::hint::black_box;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use memex_memory::session::{Prior, Progress, Tools, advance};
 use memex_memory::topics::{SegmentTags, build_topics};
-use memex_memory::{Heuristic, MemEvent, SegmentConfig, SummaryConfig, TopicConfig};
-use memex_tokens::{TokenCounter, Tokenizer};
+use memex_memory::{Heuristic, SegmentConfig, SummaryConfig, TopicConfig};
 
-struct Counter;
-impl TokenCounter for Counter {
-    fn count(&self, text: &str) -> usize {
-        Tokenizer::O200kBase.count(text)
-    }
-}
+#[path = "../tests/common/mod.rs"]
+mod common;
+use common::{Counter, events_of};
 
 const TRACES: [&str; 3] = [
     "claude-code/spotter__4d5611e5-241a-462a-8d15-5122611a9569.jsonl",
     "claude-code/entire__51a265047d72-3.jsonl",
     "codex/localpush__rollout-2026-02-23T13-19-38-019c8a70-dda7-7f33-98ea-f30553347322.jsonl",
 ];
-
-fn events_of(file: &str) -> Vec<MemEvent> {
-    let path = format!("{}/../vcc/tests/fixtures/traces/{file}", env!("CARGO_MANIFEST_DIR"));
-    let bytes = std::fs::read(&path).unwrap();
-    let (records, _) = memex_vcc::trace_events(&bytes, memex_vcc::InputFormat::Auto, false).unwrap();
-    let base = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z").unwrap().to_utc();
-    records
-        .into_iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let r = r.into_append(i as u64, |_| true);
-            MemEvent {
-                seq: i as u64 + 1,
-                kind: r.kind,
-                content: r.content,
-                tool_name: Some(r.tool_name).filter(|s| !s.is_empty()),
-                tool_call_id: Some(r.tool_call_id).filter(|s| !s.is_empty()),
-                agent_id: "agent".into(),
-                time: r.event_time.unwrap_or(base + chrono::Duration::seconds(i as i64)),
-                after_quiet: false,
-            }
-        })
-        .collect()
-}
 
 fn benches(c: &mut Criterion) {
     let heuristic = Heuristic { summary: SummaryConfig::default(), counter: Box::new(Counter) };

@@ -23,7 +23,8 @@ pub struct Placed<'a> {
 }
 
 impl Placed<'_> {
-    fn order(&self) -> (DateTime<Utc>, u128, u64, u64) {
+    /// Its place in time: when, then (session, seq) for ties.
+    pub fn order(&self) -> (DateTime<Utc>, u128, u64, u64) {
         (self.fact.when, self.session, self.fact.span.first, self.fact.span.last)
     }
 

@@ -5,39 +5,10 @@ use std::collections::BTreeMap;
 
 use memex_memory::session::{Advance, Prior, Progress, SegmentOut, StoredTurn, Tools, advance};
 use memex_memory::{Fact, Heuristic, MemEvent, SegmentConfig, SummaryConfig};
-use memex_tokens::{TokenCounter, Tokenizer};
 use proptest::prelude::*;
 
-struct Counter;
-impl TokenCounter for Counter {
-    fn count(&self, text: &str) -> usize {
-        Tokenizer::O200kBase.count(text)
-    }
-}
-
-fn events_of(file: &str) -> Vec<MemEvent> {
-    let path = format!("{}/../vcc/tests/fixtures/traces/{file}", env!("CARGO_MANIFEST_DIR"));
-    let bytes = std::fs::read(&path).expect("a fixture");
-    let (records, _) = memex_vcc::trace_events(&bytes, memex_vcc::InputFormat::Auto, false).expect("a trace");
-    let base = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z").expect("a time").to_utc();
-    records
-        .into_iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let r = r.into_append(i as u64, |_| true);
-            MemEvent {
-                seq: i as u64 + 1,
-                kind: r.kind,
-                content: r.content,
-                tool_name: Some(r.tool_name).filter(|s| !s.is_empty()),
-                tool_call_id: Some(r.tool_call_id).filter(|s| !s.is_empty()),
-                agent_id: "agent".into(),
-                time: r.event_time.unwrap_or(base + chrono::Duration::seconds(i as i64)),
-                after_quiet: false,
-            }
-        })
-        .collect()
-}
+mod common;
+use common::{Counter, events_of};
 
 /// The store, as the worker keeps it.
 #[derive(Default, Debug, PartialEq)]

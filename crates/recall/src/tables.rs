@@ -1,5 +1,7 @@
 //! The memory's tables (migration `*_memory.sql`): reading what a worker job needs, writing what
 //! it derived, in one transaction. Every statement is scoped by namespace.
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Utc};
 use memex_memory::segment::Features;
 use memex_memory::session::{Advance, Prior, Progress, SegmentOut, StoredTurn};
@@ -438,7 +440,18 @@ struct SlotRow {
     superseded_by: Option<Uuid>,
 }
 
+impl DialogueRow {
+    /// Where its superseder stands in chain order, if it has one.
+    fn superseder(&self) -> Option<Bound> {
+        Some((self.sup_when?, self.sup_session?, self.sup_first?, self.sup_last?))
+    }
+}
+
 impl SlotRow {
+    fn order(&self) -> Bound {
+        (self.when_time, self.session_id, self.first_seq, self.last_seq)
+    }
+
     fn fact(&self) -> Fact {
         Fact {
             fact_type: FactType::parse(&self.fact_type).unwrap_or(FactType::World),
@@ -454,6 +467,14 @@ impl SlotRow {
             span: SeqSpan::new(self.first_seq as u64, self.last_seq as u64),
         }
     }
+}
+
+/// The rows as supersession places them (`facts` is `rows` read as facts).
+fn placed<'a>(rows: &'a [SlotRow], facts: &'a [Fact]) -> Vec<Placed<'a>> {
+    rows.iter()
+        .zip(facts)
+        .map(|(r, fact)| Placed { fact, session: r.session_id.as_u128(), keywords: &r.keywords, vector: None })
+        .collect()
 }
 
 const SLOT_COLUMNS: &str = "id, session_id, first_seq, last_seq, fact_type, subject, verb, object, what, who, when_time, keywords, superseded_by";
@@ -489,19 +510,18 @@ async fn link_supersession(
             sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(k).execute(&mut **tx).await?;
         }
     }
-    let mut done_chains = std::collections::BTreeSet::new();
+    // The new states of each subject's chain, relinked together.
+    let mut chains: BTreeMap<(FactType, String), Vec<&Fact>> = BTreeMap::new();
+    for (_, f) in new {
+        if f.fact_type.chained_by_subject() && changes_state(f) {
+            chains.entry((f.fact_type, f.subject_key())).or_default().push(*f);
+        }
+    }
+    for states in chains.values() {
+        link_chain(tx, ns, session, states).await?;
+    }
     for (id, f) in new {
-        if f.fact_type.chained_by_subject() {
-            if !done_chains.insert((f.fact_type, f.subject_key())) {
-                continue;
-            }
-            let mine: Vec<&Fact> = new
-                .iter()
-                .filter(|(_, g)| g.fact_type == f.fact_type && g.subject_key() == f.subject_key() && changes_state(g))
-                .map(|(_, g)| *g)
-                .collect();
-            link_chain(tx, ns, session, &mine).await?;
-        } else {
+        if !f.fact_type.chained_by_subject() {
             let keywords = fact_keywords(f);
             if keywords.is_empty() {
                 continue;
@@ -532,29 +552,18 @@ async fn link_supersession(
             .bind(f.when)
             .fetch_all(&mut **tx)
             .await?;
-            let sup: Vec<Option<Bound>> = drows
-                .iter()
-                .map(|d| match (d.sup_when, d.sup_session, d.sup_first, d.sup_last) {
-                    (Some(a), Some(b), Some(c), Some(e)) => Some((a, b, c, e)),
-                    _ => None,
-                })
-                .collect();
+            let sup: Vec<Option<Bound>> = drows.iter().map(DialogueRow::superseder).collect();
             let rows: Vec<SlotRow> = drows.into_iter().map(|d| d.slot).collect();
             let Some(me) = rows.iter().position(|r| r.id == *id) else { continue };
             let facts: Vec<Fact> = rows.iter().map(SlotRow::fact).collect();
-            let placed: Vec<Placed> = rows
-                .iter()
-                .zip(&facts)
-                .map(|(r, fact)| Placed { fact, session: r.session_id.as_u128(), keywords: &r.keywords, vector: None })
-                .collect();
-            let order = |p: &Placed| (p.fact.when, p.session, p.fact.span.first, p.fact.span.last);
+            let placed = placed(&rows, &facts);
             // Its own link: the earliest later fact restating it.
             let mut mine: Option<usize> = None;
             for (j, later) in placed.iter().enumerate() {
                 if j != me
                     && later.is_after(&placed[me])
                     && restates(&placed[me], later)
-                    && mine.is_none_or(|m| order(later) < order(&placed[m]))
+                    && mine.is_none_or(|m| later.order() < placed[m].order())
                     && verify(facts[me].clone(), facts[j].clone()).await
                 {
                     mine = Some(j);
@@ -562,12 +571,12 @@ async fn link_supersession(
             }
             set_link(tx, ns, rows[me].id, mine.map(|j| (rows[j].id, rows[j].when_time))).await?;
             // Earlier facts it restates, unless something earlier than it already did.
+            let me_order = rows[me].order();
             for (j, older) in placed.iter().enumerate() {
                 if j == me || !placed[me].is_after(older) || !restates(older, &placed[me]) {
                     continue;
                 }
-                let mine = (rows[me].when_time, rows[me].session_id, rows[me].first_seq, rows[me].last_seq);
-                if sup[j].is_none_or(|c| mine < c) && verify(facts[j].clone(), facts[me].clone()).await {
+                if sup[j].is_none_or(|c| me_order < c) && verify(facts[j].clone(), facts[me].clone()).await {
                     set_link(tx, ns, rows[j].id, Some((rows[me].id, rows[me].when_time))).await?;
                 }
             }
@@ -638,16 +647,11 @@ async fn link_chain(
     .fetch_all(&mut **tx)
     .await?;
     let facts: Vec<Fact> = rows.iter().map(SlotRow::fact).collect();
-    let placed: Vec<Placed> = rows
-        .iter()
-        .zip(&facts)
-        .map(|(r, fact)| Placed { fact, session: r.session_id.as_u128(), keywords: &r.keywords, vector: None })
-        .collect();
-    let links = supersession(&placed);
+    let links = supersession(&placed(&rows, &facts));
     for (i, link) in links.into_iter().enumerate() {
         let r = &rows[i];
         // The state after the stretch keeps its own link: what supersedes it lies beyond.
-        if (r.when_time, r.session_id, r.first_seq, r.last_seq) == hi && hi != own(last) {
+        if r.order() == hi && hi != own(last) {
             continue;
         }
         let by = link.map(|j| rows[j].id);
