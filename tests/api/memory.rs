@@ -479,6 +479,24 @@ async fn snapshot(store: &memex_store::Store, ns: uuid::Uuid) -> Snapshot {
     }
 }
 
+/// The counts GetMemoryStatus reports (kept by the worker as it writes) are the tables' own.
+async fn assert_counts(store: &memex_store::Store, ns: uuid::Uuid, status: &pb::GetMemoryStatusResponse) {
+    let (sessions, segments, facts, topics, unread): (i64, i64, i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM memory_progress WHERE namespace_id = $1),
+                (SELECT count(*) FROM memory_segments WHERE namespace_id = $1),
+                (SELECT count(*) FROM memory_facts WHERE namespace_id = $1),
+                (SELECT count(*) FROM memory_topics WHERE namespace_id = $1),
+                (SELECT coalesce(sum(s.next_seq - 1 - coalesce(p.fact_seq, 0)), 0)::int8 FROM sessions s
+                 LEFT JOIN memory_progress p ON p.session_id = s.id WHERE s.namespace_id = $1)",
+    )
+    .bind(ns)
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    let counted = (status.sessions, status.segments, status.facts, status.topics, status.lag_events);
+    assert_eq!(counted, (sessions as u64, segments as u64, facts as u64, topics as u64, unread as u64));
+}
+
 /// Waits until every session's last turn is closed (the session has been quiet long enough).
 async fn turns_closed(store: &memex_store::Store, ns: uuid::Uuid) {
     for _ in 0..1_000 {
@@ -517,7 +535,8 @@ async fn a_rebuild_in_small_jobs_after_a_restart_gives_the_same_memory() {
     }
     let ns = srv.store.namespace("rebuild").await.unwrap().id;
     turns_closed(&srv.store, ns).await;
-    settled(&f.c, &f.ns).await;
+    let status = settled(&f.c, &f.ns).await;
+    assert_counts(&srv.store, ns, &status).await;
     let before = snapshot(&srv.store, ns).await;
     assert!(before.segments.len() >= 2 && before.facts.len() >= 8, "{before:?}");
     let (config, store) = (srv.config.clone(), srv.store.clone());
@@ -528,7 +547,8 @@ async fn a_rebuild_in_small_jobs_after_a_restart_gives_the_same_memory() {
     let srv = TestServer::restart(config, store.clone()).await;
     let c = srv.clients(Some(f.token.trim_start_matches("Bearer "))).await;
     turns_closed(&store, ns).await;
-    settled(&c, &f.ns).await;
+    let status = settled(&c, &f.ns).await;
+    assert_counts(&store, ns, &status).await;
     assert_eq!(snapshot(&store, ns).await, before);
 }
 

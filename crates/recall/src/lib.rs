@@ -14,6 +14,7 @@ mod error;
 pub mod openai;
 mod pointers;
 pub mod reader;
+mod supersession;
 pub mod tables;
 pub mod topics;
 pub mod vectors;

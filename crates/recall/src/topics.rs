@@ -207,6 +207,11 @@ pub async fn rebuild(parts: &WorkerParts, ns: Uuid) -> Result<(), RecallError> {
         .bind(&names)
         .execute(&mut *tx)
         .await?;
+    sqlx::query("UPDATE memory_namespaces SET topics = $2 WHERE namespace_id = $1")
+        .bind(ns)
+        .bind(names.len() as i64)
+        .execute(&mut *tx)
+        .await?;
     tx.commit().await?;
     Ok(())
 }
