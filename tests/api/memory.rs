@@ -697,3 +697,30 @@ async fn a_restated_rule_supersedes_the_earlier_one() {
     assert_eq!(first.superseded_by, again.id, "{rules:?}");
     assert!(linter.superseded_by.is_empty() && again.superseded_by.is_empty(), "{rules:?}");
 }
+
+/// The worker's namespaces take turns: a namespace with a backlog of sessions (a bulk import)
+/// does not hold back a session of another namespace that arrived after it.
+#[tokio::test]
+async fn namespaces_take_turns_for_the_memory_worker() {
+    // Memory off: no worker claims meanwhile; the claim is called as the worker calls it.
+    let Some(srv) = TestServer::start().await else { return };
+    let big = crate::fixture(&srv, "turns-big").await;
+    let mut sessions = vec![big.session.clone()];
+    for i in 0..3 {
+        sessions.push(new_session(&big, &format!("agent-{i}")).await);
+    }
+    for s in &sessions {
+        append(&big.c, &big.ns, s, session_events()).await;
+    }
+    let small = crate::fixture(&srv, "turns-small").await;
+    append(&small.c, &small.ns, &small.session, session_events()).await;
+    let ids =
+        [srv.store.namespace("turns-big").await.unwrap().id, srv.store.namespace("turns-small").await.unwrap().id];
+    let claimed = memex_recall::tables::claim(srv.store.pool(), "test", 60.0, 2, 0.0, Some(&ids)).await.unwrap();
+    let got: std::collections::BTreeSet<uuid::Uuid> = claimed.iter().map(|c| c.namespace_id).collect();
+    assert_eq!(got, ids.into_iter().collect(), "one session of each namespace, not two of the big one");
+    // The rest of the big namespace's backlog comes next.
+    let next = memex_recall::tables::claim(srv.store.pool(), "test", 60.0, 8, 0.0, Some(&ids)).await.unwrap();
+    assert_eq!(next.len(), 3);
+    assert!(next.iter().all(|c| c.namespace_id == ids[0]));
+}

@@ -56,6 +56,9 @@ pub struct MemoryConfig {
     pub openai: OpenAiConfig,
     /// Sessions claimed per round.
     pub claim_sessions: u32,
+    /// Jobs (sessions) worked on at once: one job's Postgres round trips overlap another's
+    /// interpreting. Jobs of one namespace take turns only where they link the same facts.
+    pub jobs_in_flight: u32,
     /// Most new events read per session per job.
     pub events_per_job: u32,
     /// Pause when there is nothing to do, in milliseconds.
@@ -86,6 +89,7 @@ impl Default for MemoryConfig {
             interpreter: InterpreterKind::Heuristic,
             openai: OpenAiConfig::default(),
             claim_sessions: 16,
+            jobs_in_flight: 2,
             events_per_job: 2_000,
             poll_interval_ms: 500,
             lease_secs: 120,
@@ -115,8 +119,10 @@ impl MemoryConfig {
         if !(self.worker_share > 0.0 && self.worker_share <= 1.0) {
             return Err(format!("memory.worker_share: must be in (0, 1], got {}", self.worker_share));
         }
-        if self.events_per_job == 0 || self.claim_sessions == 0 {
-            return Err("memory.events_per_job and memory.claim_sessions must be at least 1".into());
+        if self.events_per_job == 0 || self.claim_sessions == 0 || self.jobs_in_flight == 0 {
+            return Err(
+                "memory.events_per_job, memory.claim_sessions and memory.jobs_in_flight must be at least 1".into()
+            );
         }
         if !(0.0..=1.0).contains(&self.segment.split_below) || !(0.0..=1.0).contains(&self.segment.merge_back) {
             return Err("memory.segment.split_below and merge_back must be in 0..=1".into());

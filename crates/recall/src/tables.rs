@@ -64,8 +64,9 @@ pub struct Claim {
 }
 
 /// Registers sessions the worker has not seen, then leases up to `limit` that have new events
-/// (or whose last turn waits to be closed and who have been quiet for `idle_secs`).
-#[allow(clippy::too_many_arguments)]
+/// (or whose last turn waits to be closed and who have been quiet for `idle_secs`). Namespaces
+/// take turns: each one's longest-waiting session first, then each one's second, so a bulk
+/// import into one namespace does not hold back the memory of the others.
 pub async fn claim(
     pool: &PgPool,
     owner: &str,
@@ -73,7 +74,6 @@ pub async fn claim(
     limit: u32,
     idle_secs: f64,
     scope: Option<&[Uuid]>,
-    busy: &[Uuid],
 ) -> Result<Vec<Claim>, RecallError> {
     // The namespace's session count moves with the rows this statement inserts.
     sqlx::query(
@@ -94,26 +94,28 @@ pub async fn claim(
     .await?;
     type Row = (Uuid, Uuid, i64, i64, i64, Option<serde_json::Value>, i64);
     let rows: Vec<Row> = sqlx::query_as(
-        "WITH c AS (
-             SELECT p.namespace_id, p.session_id, s.next_seq - 1 AS head
+        "WITH due AS (
+             SELECT p.namespace_id, p.session_id, s.next_seq - 1 AS head, p.updated_at,
+                    row_number() OVER (PARTITION BY p.namespace_id ORDER BY p.updated_at, p.session_id) AS turn
              FROM memory_progress p JOIN sessions s ON s.id = p.session_id
              WHERE (s.next_seq - 1 > p.fact_seq
                     OR (s.next_seq - 1 > p.turn_seq AND (
                         SELECT e.ingest_time FROM events e WHERE e.session_id = s.id AND e.seq = s.next_seq - 1
-                    ) <= now() - make_interval(secs => $5)))
+                    ) <= now() - make_interval(secs => $4)))
                AND (p.leased_until IS NULL OR p.leased_until < now())
                AND ($3::uuid[] IS NULL OR p.namespace_id = ANY($3))
-               AND NOT (p.session_id = ANY($4))
-             ORDER BY p.updated_at, p.session_id LIMIT $2 FOR UPDATE OF p SKIP LOCKED
+         ), c AS (
+             SELECT p.namespace_id, p.session_id, due.head
+             FROM memory_progress p JOIN due ON due.namespace_id = p.namespace_id AND due.session_id = p.session_id
+             ORDER BY due.turn, due.updated_at, due.session_id LIMIT $2 FOR UPDATE OF p SKIP LOCKED
          )
-         UPDATE memory_progress p SET leased_until = now() + make_interval(secs => $6), leased_by = $1
+         UPDATE memory_progress p SET leased_until = now() + make_interval(secs => $5), leased_by = $1
          FROM c WHERE p.namespace_id = c.namespace_id AND p.session_id = c.session_id
          RETURNING p.namespace_id, p.session_id, p.fact_seq, p.turn_seq, p.open_seq, p.state, c.head",
     )
     .bind(owner)
     .bind(i64::from(limit))
     .bind(scope)
-    .bind(busy)
     .bind(idle_secs)
     .bind(lease_secs)
     .fetch_all(pool)

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use memex_memory::session::{Tools, advance};
 use memex_memory::{Fact, Interpreter, MemEvent, Verdict};
 use memex_store::{Event, SeqRange, Store};
@@ -209,7 +210,6 @@ async fn run(s: Arc<Shared>) {
     let mut stop = s.stop.clone();
     let poll = Duration::from_millis(s.parts.config.poll_interval_ms.max(10));
     let mut backoff = poll;
-    let mut busy: Vec<Uuid> = Vec::new();
     let mut measured = Instant::now();
     while !*stop.borrow() {
         let cfg = &s.parts.config;
@@ -220,7 +220,6 @@ async fn run(s: Arc<Shared>) {
             cfg.claim_sessions,
             cfg.idle_close_secs as f64,
             scope(&s).as_deref(),
-            &busy,
         )
         .await
         {
@@ -231,32 +230,8 @@ async fn run(s: Arc<Shared>) {
             }
         };
         let idle = claimed.is_empty();
-        for c in claimed {
-            if *stop.borrow() {
-                let _ = tables::release(s.parts.store.pool(), c.namespace_id, c.session_id, 0.0).await;
-                continue;
-            }
-            step_aside(&s).await;
-            busy.push(c.session_id);
-            s.counters.in_flight.fetch_add(1, Ordering::SeqCst);
-            let t0 = Instant::now();
-            let (ns, session) = (c.namespace_id, c.session_id);
-            match job(&s, c).await {
-                Ok(()) => {}
-                Err(e) => {
-                    record_error(&s, "interpreting a session", &e);
-                    let _ = tables::release(s.parts.store.pool(), ns, session, 5.0).await;
-                }
-            }
-            let took = t0.elapsed();
-            s.counters.busy_micros.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
-            s.counters.in_flight.fetch_sub(1, Ordering::SeqCst);
-            busy.retain(|b| *b != session);
-            let share = cfg.worker_share.clamp(0.01, 1.0);
-            if share < 1.0 {
-                tokio::time::sleep(took.mul_f64(1.0 / share - 1.0)).await;
-            }
-        }
+        let in_flight = cfg.jobs_in_flight.max(1) as usize;
+        futures::stream::iter(claimed).for_each_concurrent(in_flight, |c| run_job(&s, c)).await;
         match topics::rebuild_due(&s.parts, &s.owner, scope(&s).as_deref()).await {
             Ok(n) => {
                 s.counters.rebuilds.fetch_add(n, Ordering::Relaxed);
@@ -284,6 +259,29 @@ async fn run(s: Arc<Shared>) {
                 _ = stop.changed() => {}
             }
         }
+    }
+}
+
+/// One claimed session: its job, or its release when the worker is stopping or the job failed.
+async fn run_job(s: &Shared, c: tables::Claim) {
+    let (ns, session) = (c.namespace_id, c.session_id);
+    if *s.stop.borrow() {
+        let _ = tables::release(s.parts.store.pool(), ns, session, 0.0).await;
+        return;
+    }
+    step_aside(s).await;
+    s.counters.in_flight.fetch_add(1, Ordering::SeqCst);
+    let t0 = Instant::now();
+    if let Err(e) = job(s, c).await {
+        record_error(s, "interpreting a session", &e);
+        let _ = tables::release(s.parts.store.pool(), ns, session, 5.0).await;
+    }
+    let took = t0.elapsed();
+    s.counters.busy_micros.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+    s.counters.in_flight.fetch_sub(1, Ordering::SeqCst);
+    let share = s.parts.config.worker_share.clamp(0.01, 1.0);
+    if share < 1.0 {
+        tokio::time::sleep(took.mul_f64(1.0 / share - 1.0)).await;
     }
 }
 

@@ -275,6 +275,18 @@ async fn all_facts(m: &mut MemoryServiceClient<Channel>, ns: &str, session: &str
         anyhow::ensure!(r.facts.len() < 500, "more than 500 {t} facts in one session: raise the limit");
         out.extend(r.facts);
     }
+    // Labels are matched greedily: in an order that does not depend on the run's session ids
+    // (facts of one event are ordered by id, derived from the session; recall moved by 3 points).
+    out.sort_by(|a, b| {
+        (a.first_seq, a.last_seq, &a.fact_type, &a.verb, &a.subject, &a.object).cmp(&(
+            b.first_seq,
+            b.last_seq,
+            &b.fact_type,
+            &b.verb,
+            &b.subject,
+            &b.object,
+        ))
+    });
     Ok(out)
 }
 
