@@ -134,7 +134,7 @@ pub(crate) async fn link_supersession(
             if keywords.is_empty() {
                 continue;
             }
-            let drows: Vec<DialogueRow> = sqlx::query_as(sqlx::AssertSqlSafe(dialogue_candidates()))
+            let drows: Vec<DialogueRow> = sqlx::query_as(sqlx::AssertSqlSafe(DIALOGUE_CANDIDATES.as_str()))
                 .bind(ns)
                 .bind(f.fact_type.name())
                 .bind(&f.who)
@@ -183,7 +183,7 @@ pub(crate) async fn link_supersession(
 /// The fact types matched by keyword rather than chained by subject, as SQL (the partial indexes
 /// of migration `*_memory_dialogue_indexes.sql` carry the same predicate, so the planner can use
 /// them; a test checks it against [`FactType::chained_by_subject`]).
-pub(crate) const DIALOGUE: &str = "f.fact_type NOT IN ('file', 'command', 'test', 'package', 'error')";
+const DIALOGUE: &str = "f.fact_type NOT IN ('file', 'command', 'test', 'package', 'error')";
 /// Later facts read per new dialogue fact: its own superseder is the first of them restating it.
 const LATER_CANDIDATES: i64 = 8;
 
@@ -200,6 +200,8 @@ const LATER_CANDIDATES: i64 = 8;
 /// and a custom plan per call cost more to plan (2-8 ms) than to run (under 1 ms). Each
 /// candidate is then looked up by its key (a lateral read the planner cannot turn around: as a
 /// join, the generic plan walked the speaker's rules the other way, 15-40 ms).
+static DIALOGUE_CANDIDATES: std::sync::LazyLock<String> = std::sync::LazyLock::new(dialogue_candidates);
+
 fn dialogue_candidates() -> String {
     let same = format!("f.namespace_id = $1 AND f.fact_type = $2 AND f.who = $3 AND {DIALOGUE} AND f.keywords && $4");
     let close = "o.shared >= ($5::float8 - 1e-4) * (cardinality(f.keywords) + cardinality($4) - o.shared)";
