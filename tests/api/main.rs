@@ -6,6 +6,7 @@ mod bad_input;
 mod compaction;
 mod concurrency;
 mod events;
+mod handoff;
 mod mcp;
 mod mcp_inspector;
 mod memory;

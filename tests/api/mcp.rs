@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::{call, ev, fixture, result};
 
-pub const TOOLS: [&str; 16] = [
+pub const TOOLS: [&str; 17] = [
     "build_pack",
     "compact",
     "expand_manifest",
@@ -23,6 +23,7 @@ pub const TOOLS: [&str; 16] = [
     "find_quote",
     "get_fact",
     "get_task_state",
+    "handoff",
     "list_topics",
     "memory_status",
     "query_facts",
@@ -476,4 +477,35 @@ async fn the_memory_tools_answer_with_the_pointers_grpc_gives() {
         &tool(&client, "remember_when", json!({"query": "x", "from": "last week"})).await,
         "INVALID_ARGUMENT: from",
     );
+}
+
+#[tokio::test]
+async fn the_handoff_tool_gives_the_snapshot_grpc_gives() {
+    let Some(srv) = TestServer::start_mcp(|_| {}).await else { return };
+    let mut f = fixture(&srv, "mcphandoff").await;
+    f.append(memory_session()).await.unwrap();
+    let client =
+        connect(&srv, Some(f.token.trim_start_matches("Bearer ")), Some("mcphandoff")).await.expect("connect");
+    let grpc = f
+        .c
+        .context
+        .clone()
+        .build_snapshot(pb::BuildSnapshotRequest {
+            namespace: "mcphandoff".into(),
+            session_id: f.session.clone(),
+            budget_tokens: 1_000,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let r = tool(&client, "handoff", json!({"session_id": f.session, "budget_tokens": 1000})).await;
+    let s = ok(&r);
+    assert_eq!(s["text"], grpc.text.as_str());
+    assert_eq!(strings(&s["items"], "pointer"), grpc.items.iter().map(|i| i.pointer.clone()).collect::<Vec<_>>());
+    assert!(text(&r).contains("<state_snapshot>"), "{}", text(&r));
+    // A bad budget is the server's field error, as a tool error.
+    let r = tool(&client, "handoff", json!({"session_id": f.session, "budget_tokens": 5})).await;
+    assert_eq!(r.is_error, Some(true));
+    assert!(text(&r).starts_with("INVALID_ARGUMENT: budget_tokens"), "{}", text(&r));
 }

@@ -136,6 +136,12 @@ impl Client {
         Ok(self.context.clone().build_pack(req).await?.into_inner())
     }
 
+    /// The handoff snapshot of a session (or of an agent's or task's latest session).
+    pub async fn build_snapshot(&self, mut req: pb::BuildSnapshotRequest) -> Result<pb::Snapshot, ClientError> {
+        req.namespace = self.ns();
+        Ok(self.context.clone().build_snapshot(req).await?.into_inner())
+    }
+
     /// A stored pack, exactly as built (`view`: `PackViewUnspecified` means whole).
     pub async fn get_pack(&self, pack_id: &str, view: pb::PackView) -> Result<pb::Pack, ClientError> {
         let req = pb::GetPackRequest { namespace: self.ns(), pack_id: pack_id.to_owned(), view: view as i32 };

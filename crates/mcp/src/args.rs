@@ -193,6 +193,69 @@ impl BuildPackArgs {
     }
 }
 
+/// The layout of a handoff snapshot.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SnapshotLayout {
+    Xml,
+    Markdown,
+}
+
+/// Arguments of `handoff`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HandoffArgs {
+    /// The session (UUID) whose state is wanted (default: the latest session of agent_id, else
+    /// of task_id).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub session_id: Option<String>,
+    /// The task whose state card leads (default: the session's task).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub task_id: Option<String>,
+    /// Without session_id: the agent whose latest session is meant.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub agent_id: Option<String>,
+    /// Token budget of the snapshot (default 4000; 128 to 100000).
+    #[serde(default)]
+    #[schemars(with = "u32")]
+    pub budget_tokens: Option<u32>,
+    /// xml (`<state_snapshot>`, default) or markdown.
+    #[serde(default)]
+    #[schemars(with = "SnapshotLayout")]
+    pub layout: Option<SnapshotLayout>,
+    /// "o200k_base" (default) or "cl100k_base".
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub tokenizer: Option<String>,
+    /// Namespace of the session (default: the connection's namespace).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub namespace: Option<String>,
+}
+
+impl HandoffArgs {
+    pub fn request(self, namespace: String) -> pb::BuildSnapshotRequest {
+        let format = match self.layout {
+            Some(SnapshotLayout::Markdown) => pb::SnapshotFormat::Markdown,
+            _ => pb::SnapshotFormat::Xml,
+        };
+        pb::BuildSnapshotRequest {
+            namespace,
+            session_id: self.session_id.unwrap_or_default(),
+            task_id: self.task_id.unwrap_or_default(),
+            agent_id: self.agent_id.unwrap_or_default(),
+            budget_tokens: self.budget_tokens.unwrap_or(0),
+            tokenizer: self.tokenizer.unwrap_or_default(),
+            format: format as i32,
+            recent_actions: None,
+            tail_events: None,
+        }
+    }
+}
+
 /// Arguments of `get_task_state`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

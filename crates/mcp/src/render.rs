@@ -100,6 +100,34 @@ pub(crate) fn pack(p: pb::Pack) -> CallToolResult {
     )
 }
 
+fn snapshot_item(i: &pb::SnapshotItem) -> Value {
+    json!({
+        "section": i.section, "label": i.label, "text": i.text, "pointer": i.pointer,
+        "first_seq": i.first_seq, "last_seq": i.last_seq, "priority": i.priority,
+    })
+}
+
+pub(crate) fn snapshot(s: pb::Snapshot) -> CallToolResult {
+    let mut out = format!(
+        "snapshot of session {}: {}/{} tokens ({}), events 1-{}",
+        s.session_id, s.tokens, s.budget_tokens, s.tokenizer, s.head_seq
+    );
+    if !s.omitted.is_empty() {
+        let _ = write!(out, "; {} entries left out for the budget (in structuredContent.omitted)", s.omitted.len());
+    }
+    let _ = write!(out, "\n{}", s.text);
+    result(
+        out,
+        json!({
+            "session_id": s.session_id, "task_id": s.task_id, "task_state_version": s.task_state_version,
+            "tokens": s.tokens, "budget_tokens": s.budget_tokens, "tokenizer": s.tokenizer,
+            "head_seq": s.head_seq, "memory_seq": s.memory_seq, "text": s.text,
+            "items": s.items.iter().map(snapshot_item).collect::<Vec<_>>(),
+            "omitted": s.omitted.iter().map(snapshot_item).collect::<Vec<_>>(),
+        }),
+    )
+}
+
 pub(crate) fn task_state(v: pb::TaskStateVersion) -> CallToolResult {
     let out = format!(
         "task {} version {} ({} tokens, by {})\n{}",

@@ -140,6 +140,25 @@ in the model's context, its id, and every item's pointer (SESSION_ID:FIRST-LAST)
     }
 
     #[tool(
+        description = "The handoff snapshot of a session, for picking work up after the context was compacted \
+or in a new session: overall goal (the user's requests verbatim), active constraints and corrections, key knowledge, \
+every file created/modified/deleted with its latest state, unresolved errors verbatim, recent tool actions with \
+their outcome, the plan (done, failed attempt, pending, next) and the last events raw. Built from the complete \
+record without a model; every line cites its pointer (read it with read_lines). Within budget_tokens: the least \
+important entries go first and are listed as omitted.",
+        annotations(read_only_hint = true)
+    )]
+    async fn handoff(
+        &self,
+        Parameters(a): Parameters<HandoffArgs>,
+        ext: Extensions,
+    ) -> Result<CallToolResult, ErrorData> {
+        let ns = a.namespace.clone();
+        let r = self.call(&ext, ns, |mut c, ns| async move { c.context.build_snapshot(a.request(ns)).await }).await;
+        done(r.map(|(_, s)| render::snapshot(s)))
+    }
+
+    #[tool(
         description = "Read a task's state card (goals, constraints, open loops, next actions, premises, key \
 pointers, phase) and its version; the version is what update_task_state needs as expected_version.",
         annotations(read_only_hint = true)

@@ -11,6 +11,7 @@
 
 pub mod config;
 mod error;
+pub mod handoff;
 pub mod openai;
 mod pointers;
 pub mod reader;

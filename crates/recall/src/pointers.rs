@@ -77,17 +77,22 @@ impl PointerBatch {
     /// The pointer of a span: from its first placed event's first line to the last line of the
     /// last placed event in the same chain. Empty when none of its events renders lines.
     pub fn span(&self, session: Uuid, first: u64, last: u64) -> String {
+        self.lines(session, first, last)
+            .map(|l| Pointer { session: SessionId(session), chain: l.chain, range: l.range }.to_string())
+            .unwrap_or_default()
+    }
+
+    /// The lines a span's pointer names (see `span`); `None` when none of its events renders lines.
+    pub fn lines(&self, session: Uuid, first: u64, last: u64) -> Option<ViewLines> {
         let (first, last) = (first.min(last), first.max(last));
-        let Some(start) = (first..=last.min(first + ENDS)).find_map(|s| self.known.get(&(session, s))) else {
-            return String::new();
-        };
+        let start = (first..=last.min(first + ENDS)).find_map(|s| self.known.get(&(session, s)))?;
         let end = (last.saturating_sub(ENDS).max(first)..=last)
             .rev()
             .filter_map(|s| self.known.get(&(session, s)))
             .find(|l| l.chain == start.chain && l.range.last >= start.range.first)
             .unwrap_or(start);
         let range = LineRange { first: start.range.first, last: end.range.last.max(start.range.first) };
-        Pointer { session: SessionId(session), chain: start.chain, range }.to_string()
+        Some(ViewLines { chain: start.chain, range })
     }
 
     pub fn one(&self, session: Uuid, seq: u64) -> String {

@@ -254,6 +254,7 @@ pub async fn run_with_mcp(
     if let Some(m) = &state.memory {
         state.context = state.context.clone().with_memory(Arc::new(memory::PackMemory(m.clone())));
     }
+    state.snapshots = Some(memory::snapshots(&config, store.clone(), full_view.clone(), state.memory.as_ref()));
     // The memory worker runs beside the RPCs (role all) on idle-priority threads of its own.
     let memory_background = match config.role.embeds() && config.memory.enabled {
         true => Some(background::Background::start()?),

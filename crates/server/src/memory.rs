@@ -96,6 +96,20 @@ pub fn reader(
     Ok(Some(Memory::new(store, config.memory.clone(), full_view, search, vectors(config)?, counter(config))))
 }
 
+/// What BuildSnapshot reads with: memory's reader when memory is on; else the same shell without
+/// search or vectors (a snapshot needs neither, and reads the facts from the events).
+pub fn snapshots(
+    config: &Config,
+    store: Store,
+    full_view: Arc<dyn memex_pointer::FullView>,
+    memory: Option<&Memory>,
+) -> Memory {
+    match memory {
+        Some(m) => m.clone(),
+        None => Memory::new(store, config.memory.clone(), full_view, None, None, counter(config)),
+    }
+}
+
 /// The memory worker, on `background`'s idle-priority threads with its own small pool; None
 /// when memory is off.
 pub async fn start_worker(

@@ -26,6 +26,9 @@ pub struct AppState {
     pub context: memex_context::ContextEngine,
     /// Memory's reader tools; None when `memory.enabled = false`.
     pub memory: Option<memex_recall::Memory>,
+    /// What BuildSnapshot reads with: memory's reader, or (memory off) the same shell without
+    /// search, which reads every fact from the events. Set by `run`.
+    pub snapshots: Option<memex_recall::Memory>,
 }
 
 impl AppState {
@@ -67,6 +70,7 @@ impl AppState {
             search: None,
             context: memex_context::ContextEngine::new(store.clone(), config.context.clone()),
             memory: None,
+            snapshots: None,
         }
     }
 }

@@ -26,7 +26,7 @@ mod tailer;
 
 pub use document::{DocumentResume, DocumentTailer, DocumentUpdate, LastMessage};
 pub use input::{Converter, MARK_KEY, Mark, Position};
-pub use runner::{Observer, Summary, WatchError, WatchOptions, run};
+pub use runner::{Observer, Summary, WatchError, WatchOptions, catch_up_file, run};
 pub use tailer::{LastLine, LineResume, LineTailer};
 
 use memex_proto::v1 as pb;

@@ -158,6 +158,32 @@ pub async fn run(
     }
 }
 
+/// Catches one trace file up, as `memex watch --once` would (the same sessions, marks and
+/// exactly-once appends), and returns its session's id: `None` when the file is not a trace
+/// `format` reads or holds no record yet. Hooks call it before they ask for a snapshot.
+pub async fn catch_up_file(
+    client: &Client,
+    path: &Path,
+    format: InputFormat,
+    agent: Option<String>,
+    obs: &mut dyn Observer,
+) -> Result<Option<String>, WatchError> {
+    let path = std::fs::canonicalize(path).map_err(|source| WatchError::Io { path: path.to_owned(), source })?;
+    let opts = WatchOptions {
+        roots: Vec::new(),
+        format,
+        once: true,
+        poll: Duration::ZERO,
+        rescan: Duration::ZERO,
+        settle: Duration::ZERO,
+        agent,
+    };
+    let mut runner =
+        Runner { client, opts: &opts, obs, files: BTreeMap::new(), summary: Summary::default(), read: 0, failures: 0 };
+    runner.pass(vec![path.clone()], true).await?;
+    Ok(runner.files.get(&path).filter(|f| f.stored).and_then(|f| f.session.clone()))
+}
+
 impl Runner<'_> {
     /// The trace files under the roots, parents before their sub-agents.
     fn scan(&self) -> Result<Vec<PathBuf>, WatchError> {

@@ -52,6 +52,13 @@ enum Command {
     /// Context packs: build one for a turn, or get a stored one.
     #[command(subcommand)]
     Pack(cmd::context::PackCommand),
+    /// The handoff snapshot of a session after compaction (BuildSnapshot): goal, constraints,
+    /// knowledge, files, errors, recent actions and plan, every line cited, within a token budget.
+    Handoff(cmd::handoff::HandoffArgs),
+    /// A coding agent's hook (reads the hook event JSON on stdin): catches the transcript up and,
+    /// after a compaction or on resume, prints the handoff snapshot for the new window. Always
+    /// exits 0; on failure prints nothing and one line on stderr. See README, "Handoff".
+    Hook(cmd::hook::HookArgs),
     /// What is resident in a session's window.
     Window(cmd::context::WindowArgs),
     /// Pointer-manifest compaction of a session's window.
@@ -126,6 +133,8 @@ fn main() -> ExitCode {
         Command::Read(a) => run(Box::pin(cmd::search::read(a))),
         Command::Memory(c) => run(Box::pin(cmd::memory::memory(c))),
         Command::Pack(c) => run(Box::pin(cmd::context::pack(c))),
+        Command::Handoff(a) => run(Box::pin(cmd::handoff::handoff(a))),
+        Command::Hook(a) => return cmd::hook::run(a),
         Command::Window(a) => run(Box::pin(cmd::context::window(a))),
         Command::Compact(a) => run(Box::pin(cmd::context::compact(a))),
         Command::Expand(a) => run(Box::pin(cmd::context::expand(a))),

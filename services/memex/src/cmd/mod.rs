@@ -19,6 +19,8 @@ pub mod admin;
 pub mod client;
 pub mod context;
 pub mod exit;
+pub mod handoff;
+pub mod hook;
 pub mod input;
 pub mod keys;
 pub mod memory;

@@ -5,6 +5,7 @@
 mod context;
 mod errors;
 mod events;
+mod handoff;
 mod memory;
 mod tasks;
 mod views;

@@ -1,5 +1,6 @@
 //! `memex.v1.ContextService` (compaction, windows, packs) and `memex.v1.TaskService` (task state,
 //! delegation, reports): thin translations onto `memex-context`.
+mod snapshot;
 pub mod tasks;
 mod wire;
 
@@ -14,7 +15,7 @@ use tonic::{Request, Response, Status};
 
 use crate::convert;
 use crate::state::AppState;
-use crate::status::{check_size, context_status, parse_uuid};
+use crate::status::{check_size, context_status, parse_uuid, recall_status};
 
 const DEFAULT_PAGE: u32 = 500;
 const MAX_PAGE: u32 = 5000;
@@ -139,5 +140,19 @@ impl ContextService for Context {
         let full = wire::full_view("view", request.get_ref().view, true)?;
         let built = st.context.pack(ns.id, id).await.map_err(|e| context_status(&e))?;
         Ok(Response::new(wire::pack_out(&ns.name, built, full)))
+    }
+
+    async fn build_snapshot(
+        &self,
+        request: Request<pb::BuildSnapshotRequest>,
+    ) -> Result<Response<pb::Snapshot>, Status> {
+        let st = &self.state;
+        let ns = st.auth.scope(&request, &request.get_ref().namespace, Access::Read).await?;
+        let _turn = st.admit(&request).await?;
+        let r = request.into_inner();
+        let req = snapshot::request(r, st.limits.max_id_bytes)?;
+        let memory = st.snapshots.as_ref().ok_or_else(|| Status::unavailable("the server is starting"))?;
+        let built = memory.snapshot(ns.id, &req).await.map_err(|e| recall_status(&e))?;
+        Ok(Response::new(snapshot::out(&ns.name, &req, built)))
     }
 }
