@@ -484,21 +484,19 @@ async fn the_handoff_tool_gives_the_snapshot_grpc_gives() {
     let Some(srv) = TestServer::start_mcp(|_| {}).await else { return };
     let mut f = fixture(&srv, "mcphandoff").await;
     f.append(memory_session()).await.unwrap();
-    let client =
-        connect(&srv, Some(f.token.trim_start_matches("Bearer ")), Some("mcphandoff")).await.expect("connect");
-    let grpc = f
-        .c
-        .context
-        .clone()
-        .build_snapshot(pb::BuildSnapshotRequest {
-            namespace: "mcphandoff".into(),
-            session_id: f.session.clone(),
-            budget_tokens: 1_000,
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let client = connect(&srv, Some(f.token.trim_start_matches("Bearer ")), Some("mcphandoff")).await.expect("connect");
+    let grpc =
+        f.c.context
+            .clone()
+            .build_snapshot(pb::BuildSnapshotRequest {
+                namespace: "mcphandoff".into(),
+                session_id: f.session.clone(),
+                budget_tokens: 1_000,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
     let r = tool(&client, "handoff", json!({"session_id": f.session, "budget_tokens": 1000})).await;
     let s = ok(&r);
     assert_eq!(s["text"], grpc.text.as_str());

@@ -155,8 +155,44 @@ fn files(input: &Input<'_>, out: &mut Vec<Entry>) {
     }
 }
 
-/// Errors by signature: the ones still open verbatim, the resolved ones one line each.
+/// Errors by signature: the ones still open verbatim, the resolved ones one line each; and the
+/// latest failing round's own error line verbatim, when no error above says it already (memory
+/// keeps an error's first sighting, and a later one of the same kind reads differently).
 fn errors(input: &Input<'_>, out: &mut Vec<Entry>) {
+    let before = out.len();
+    known_errors(input, out);
+    let latest = input.recent.iter().enumerate().rev().find_map(|(i, r)| {
+        if !is_result(&r.kind) {
+            return None;
+        }
+        let o = outcome(&r.content);
+        if !o.failed(r.kind == "tool_error") {
+            return None;
+        }
+        let line = o.errors.last()?.clone();
+        let call = input.recent[..i].iter().rev().find(|c| c.kind == "tool_call");
+        Some((line, call, r))
+    });
+    if let Some((line, call, r)) = latest {
+        let said = out[before..].iter().any(|e| e.text.contains(line.as_str()));
+        if !said {
+            let span = SeqSpan::new(call.map_or(r.seq, |c| c.seq), r.seq);
+            let from = call
+                .map(|c| call_summary(c.tool_name.as_deref().unwrap_or("tool"), &c.content))
+                .map(|s| format!(" (from `{}`)", one_line(&s, 120)))
+                .unwrap_or_default();
+            out.push(entry(
+                Section::Errors,
+                "latest",
+                one_line(&format!("{line}{from}"), MAX_LINE),
+                span,
+                Priority::Plan,
+            ));
+        }
+    }
+}
+
+fn known_errors(input: &Input<'_>, out: &mut Vec<Entry>) {
     let mut by_sig: BTreeMap<String, &Fact> = BTreeMap::new();
     for f in input.facts.iter().filter(|f| f.fact_type == FactType::Error) {
         by_sig.insert(f.subject_key(), f);

@@ -211,3 +211,28 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn the_latest_error_is_shown_verbatim_when_memory_kept_an_earlier_one_of_its_kind() {
+    let events = vec![
+        ev(1, "user_message", "Make the migration work."),
+        call(2, "Bash", r#"{"command":"python manage.py migrate"}"#, "c1"),
+        result(3, "app.errors.HeaderError: header 17 is invalid\nexit code: 1", "c1"),
+        call(4, "Bash", r#"{"command":"python manage.py migrate"}"#, "c2"),
+        result(5, "app.errors.HeaderError: header 42 is invalid\nexit code: 1", "c2"),
+    ];
+    let s = snapshot(&events, 4_000, Format::Xml);
+    let errors = section(&s.text, "errors");
+    assert!(
+        errors
+            .contains("[unresolved] (s1:4-7) Error from `python manage.py migrate`: app.errors.HeaderError: header 17"),
+        "{}",
+        s.text
+    );
+    assert!(
+        errors.contains(
+            "- [latest] (s1:8-11) app.errors.HeaderError: header 42 is invalid (from `python manage.py migrate`)"
+        ),
+        "{errors}"
+    );
+}

@@ -101,9 +101,11 @@ pub fn is_error_line(line: &str) -> bool {
         || LOCATED_ERROR.is_match(t)
         || GENERIC_ERROR.is_match(t)
         || PY_ERROR.captures(t).is_some_and(|c| {
-            // "Error: x" is generic; a bare word ending in Error must be a class name.
+            // "Error: x" is generic; a bare word ending in Error must be a class name (its last
+            // dotted part: `django.db.utils.OperationalError`).
             let class = c.get(1).map_or("", |m| m.as_str());
-            class.chars().next().is_some_and(char::is_uppercase) && !class.contains(' ')
+            let short = class.rsplit('.').next().unwrap_or(class);
+            short.chars().next().is_some_and(char::is_uppercase) && !class.contains(' ')
         })
 }
 
@@ -323,6 +325,7 @@ mod tests {
         assert_eq!(error_class("django.core.exceptions.ImproperlyConfigured"), None);
         assert_eq!(error_class("bash: foo: command not found").as_deref(), Some("command-not-found"));
         assert!(is_error_line("E       AssertionError: assert 1 == 2"));
+        assert!(is_error_line("django.db.utils.OperationalError: no such table: app_book"));
         assert!(!is_error_line("no errors here"));
         assert!(!is_error_line("The Error class is documented below"));
         let keep =

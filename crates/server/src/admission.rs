@@ -1,4 +1,4 @@
-//! Admission for the expensive RPCs (BuildPack, Search, CompileView, ImportTrace): at most
+//! Admission for the expensive RPCs (BuildPack, BuildSnapshot, Search, CompileView, ImportTrace): at most
 //! `limits.max_in_flight` run at once, at most `limits.max_waiting` wait for a turn, and the rest
 //! are refused at once with `RESOURCE_EXHAUSTED` and a retry hint. Past its capacity a replica
 //! sheds load instead of queueing it: a queue without a bound is latency without a bound and

@@ -81,7 +81,7 @@ pub struct LimitsConfig {
     pub default_timeout_secs: u64,
     /// Largest trace ImportTrace accepts, in bytes.
     pub max_import_bytes: usize,
-    /// Expensive RPCs (BuildPack, Search, CompileView, ImportTrace) running at once, and waiting
+    /// Expensive RPCs (BuildPack, BuildSnapshot, Search, CompileView, ImportTrace) running at once, and waiting
     /// for a turn; beyond both, RESOURCE_EXHAUSTED at once with a retry hint.
     pub max_in_flight: usize,
     pub max_waiting: usize,

@@ -34,6 +34,9 @@ pub enum BenchCommand {
     /// Memory: labelled facts (precision, recall, latest status), LoCoMo through the reader
     /// tools, and the reader tools' latency at scale with the worker's throughput.
     Memory(super::bench_memory::MemoryArgs),
+    /// What survives a handoff: BuildSnapshot at 2k/4k tokens over cut trajectories and traces,
+    /// against truncation and the pointer manifest; BuildSnapshot's latency at scale.
+    Handoff(super::bench_handoff::HandoffArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -111,6 +114,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Mcp(args) => super::bench_mcp::run(args).await,
         BenchCommand::Events(args) => super::bench_events::run(args),
         BenchCommand::Memory(args) => super::bench_memory::run(args).await,
+        BenchCommand::Handoff(args) => super::bench_handoff::run(args).await,
     }
 }
 

@@ -896,17 +896,17 @@ async fn latency(args: &MemoryArgs, conn: &memex_client::Conn, store: &memex_sto
     )
 }
 
-struct LoadResult {
-    rate: f64,
-    p50: f64,
-    p99: f64,
-    max: f64,
-    errors: u64,
+pub(crate) struct LoadResult {
+    pub rate: f64,
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+    pub errors: u64,
 }
 
 /// Sends `rate` requests per second for `seconds` on schedule (not after the previous answer),
 /// latency counted from each request's scheduled time.
-async fn open_loop<F, Fut>(rate: f64, seconds: f64, make: F) -> LoadResult
+pub(crate) async fn open_loop<F, Fut>(rate: f64, seconds: f64, make: F) -> LoadResult
 where
     F: Fn(usize) -> Fut,
     Fut: std::future::Future<Output = Result<(), tonic::Status>> + Send + 'static,

@@ -3,6 +3,7 @@
 mod baselines;
 mod bench;
 mod bench_events;
+mod bench_handoff;
 mod bench_locomo;
 mod bench_longmemeval;
 mod bench_mcp;
