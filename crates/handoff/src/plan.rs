@@ -156,10 +156,10 @@ fn files(input: &Input<'_>, out: &mut Vec<Entry>) {
 }
 
 /// Errors by signature: the ones still open verbatim, the resolved ones one line each; and the
-/// latest failing round's own error line verbatim, when no error above says it already (memory
-/// keeps an error's first sighting, and a later one of the same kind reads differently).
+/// latest failing round: its command verbatim and its own error line (memory keeps an error's
+/// first sighting, and a later one of the same kind may read differently), or its failing test
+/// summary.
 fn errors(input: &Input<'_>, out: &mut Vec<Entry>) {
-    let before = out.len();
     known_errors(input, out);
     let latest = input.recent.iter().enumerate().rev().find_map(|(i, r)| {
         if !is_result(&r.kind) {
@@ -169,27 +169,27 @@ fn errors(input: &Input<'_>, out: &mut Vec<Entry>) {
         if !o.failed(r.kind == "tool_error") {
             return None;
         }
-        let line = o.errors.last()?.clone();
         let call = input.recent[..i].iter().rev().find(|c| c.kind == "tool_call");
-        Some((line, call, r))
+        Some((o, call, r))
     });
-    if let Some((line, call, r)) = latest {
-        let said = out[before..].iter().any(|e| e.text.contains(line.as_str()));
-        if !said {
-            let span = SeqSpan::new(call.map_or(r.seq, |c| c.seq), r.seq);
-            let from = call
-                .map(|c| call_summary(c.tool_name.as_deref().unwrap_or("tool"), &c.content))
-                .map(|s| format!(" (from `{}`)", one_line(&s, 120)))
-                .unwrap_or_default();
-            out.push(entry(
-                Section::Errors,
-                "latest",
-                one_line(&format!("{line}{from}"), MAX_LINE),
-                span,
-                Priority::Plan,
-            ));
-        }
+    let Some((o, call, r)) = latest else { return };
+    let mut why: Vec<String> = o.errors.last().cloned().into_iter().collect();
+    if let Some(t) = o.tests.as_ref().filter(|t| !t.passed && !why.contains(&t.line)) {
+        why.push(t.line.clone());
     }
+    if why.is_empty() {
+        why.extend(o.exit_code.map(|c| format!("exit {c}")));
+    }
+    let what = match call {
+        Some(c) => {
+            let tool = c.tool_name.as_deref().filter(|t| !t.is_empty()).unwrap_or("tool");
+            format!("{tool}: {}", one_line(&call_summary(tool, &c.content), 240))
+        }
+        None => "a tool call".to_owned(),
+    };
+    let text = if why.is_empty() { format!("{what} failed") } else { format!("{what} failed: {}", why.join(" | ")) };
+    let span = SeqSpan::new(call.map_or(r.seq, |c| c.seq), r.seq);
+    out.push(entry(Section::Errors, "last failure", one_line(&text, 2 * MAX_LINE), span, Priority::Plan));
 }
 
 fn known_errors(input: &Input<'_>, out: &mut Vec<Entry>) {

@@ -213,7 +213,7 @@ proptest! {
 }
 
 #[test]
-fn the_latest_error_is_shown_verbatim_when_memory_kept_an_earlier_one_of_its_kind() {
+fn the_last_failure_is_shown_verbatim_when_memory_kept_an_earlier_error_of_its_kind() {
     let events = vec![
         ev(1, "user_message", "Make the migration work."),
         call(2, "Bash", r#"{"command":"python manage.py migrate"}"#, "c1"),
@@ -231,7 +231,7 @@ fn the_latest_error_is_shown_verbatim_when_memory_kept_an_earlier_one_of_its_kin
     );
     assert!(
         errors.contains(
-            "- [latest] (s1:8-11) app.errors.HeaderError: header 42 is invalid (from `python manage.py migrate`)"
+            "- [last failure] (s1:8-11) Bash: python manage.py migrate failed: app.errors.HeaderError: header 42 is invalid"
         ),
         "{errors}"
     );

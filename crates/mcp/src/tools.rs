@@ -428,7 +428,7 @@ mod tests {
     #[test]
     fn tool_schemas_are_portable() {
         let tools = Memex::tool_router().list_all();
-        assert_eq!(tools.len(), 16);
+        assert_eq!(tools.len(), 17);
         for t in tools {
             assert!(t.description.as_deref().is_some_and(|d| d.len() > 80), "{}", t.name);
             let schema = serde_json::to_value(&*t.input_schema).expect("schema");

@@ -15,7 +15,7 @@ const MAX_CALL_LINE: usize = 240;
 const MAX_OUTPUT_LINES: usize = 4;
 
 /// True for a user message that a harness wrote, not the user: local-command echoes, system
-/// reminders, interruption notes.
+/// reminders, interruption notes, Claude Code's summary after a compaction.
 pub fn is_injected_user_text(text: &str) -> bool {
     let t = text.trim_start();
     t.is_empty()
@@ -24,6 +24,7 @@ pub fn is_injected_user_text(text: &str) -> bool {
         || t.starts_with("<system-reminder>")
         || t.starts_with("<user-prompt-submit-hook>")
         || t.starts_with("Caveat: The messages below")
+        || t.starts_with("This session is being continued from a previous conversation")
         || t.starts_with("[Request interrupted")
         || t.starts_with("[image:")
 }

@@ -59,6 +59,10 @@ pub struct HandoffArgs {
     pub rate: f64,
     #[arg(long, default_value_t = 20.0)]
     pub seconds: f64,
+    /// Only the first N sessions of the latency namespace (0: all): a few sessions asked again
+    /// and again measure the warm path (their views compiled and cached), all of them the cold.
+    #[arg(long, default_value_t = 0)]
+    pub latency_sessions: usize,
     /// Print up to N items the 4k snapshots miss, per item (to see why).
     #[arg(long, default_value_t = 0)]
     pub show_misses: usize,
@@ -142,10 +146,9 @@ static RETURNCODE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?m)<returncode>(-?\d+)</returncode>|(?i)\bexit(?:ed with)? code:? (-?\d+)").expect("a valid pattern")
 });
 /// A line that states an error: `ValueError: …`, `numpy.exceptions.XError: …`, `error: …`,
-/// `error[E0308]: …`, `FAILED tests/…`, `Traceback (most recent call last):`.
+/// `error[E0308]: …`, `FAILED tests/…`, `FAILED (failures=1)` (a traceback's header is not one).
 static ERROR_LINE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:E\s+)?(?:[\w.]*(?:Error|Exception)\b|error\b|error\[|FAILED\b|Traceback \(most recent)")
-        .expect("a valid pattern")
+    Regex::new(r"^(?:E\s+)?(?:[\w.]*(?:Error|Exception)\b|error\b|error\[|FAILED\b)").expect("a valid pattern")
 });
 /// A file a shell line writes: `> path`, `>> path` (of cat, echo, printf) and `tee path`.
 static REDIRECT: LazyLock<Regex> = LazyLock::new(|| {
@@ -258,9 +261,9 @@ fn truth(events: &[Ev]) -> Truth {
                     if let Some(l) = e
                         .content
                         .lines()
+                        .rev()
                         .map(|l| l.replace("<output>", "").replace("</output>", "").trim().to_owned())
-                        .filter(|l| ERROR_LINE.is_match(l))
-                        .last()
+                        .find(|l| ERROR_LINE.is_match(l))
                     {
                         t.error = Some(l);
                     }
@@ -485,6 +488,9 @@ async fn latency(args: &HandoffArgs, conn: &memex_client::Conn) -> anyhow::Resul
         token = r.next_page_token;
     }
     anyhow::ensure!(!sessions.is_empty(), "namespace {} has no sessions", args.latency_namespace);
+    if args.latency_sessions > 0 {
+        sessions.truncate(args.latency_sessions);
+    }
     let mut rng = Rng::new(args.seed);
     let order: Vec<String> =
         (0..(args.rate * args.seconds) as usize + 1).map(|_| sessions[rng.below(sessions.len())].clone()).collect();

@@ -68,8 +68,10 @@ async fn memex_mcp_serves_the_tools_over_stdio() {
     let info = client.peer_info().expect("server info");
     assert_eq!(info.server_info.as_ref().map(|i| i.name.as_str()), Some("memex"));
     let tools = client.list_all_tools().await.unwrap();
-    assert_eq!(tools.len(), 16);
-    assert!(tools.iter().any(|t| t.name == "read_lines") && tools.iter().any(|t| t.name == "query_facts"));
+    assert_eq!(tools.len(), 17);
+    for name in ["read_lines", "query_facts", "handoff"] {
+        assert!(tools.iter().any(|t| t.name == name), "{name}");
+    }
 
     let r = tool(&client, "search", json!({"query": "figment"})).await;
     assert_eq!(r.is_error, Some(false), "{}", text(&r));
