@@ -497,8 +497,12 @@ async fn latency(args: &HandoffArgs, conn: &memex_client::Conn) -> anyhow::Resul
     // Warm-up, not measured: the server's first requests pay one-time costs (the tokenizer's
     // tables, connections, the plan cache).
     for s in order.iter().take(20) {
-        c.build_snapshot(pb::BuildSnapshotRequest { session_id: s.clone(), budget_tokens: 4_000, ..Default::default() })
-            .await?;
+        c.build_snapshot(pb::BuildSnapshotRequest {
+            session_id: s.clone(),
+            budget_tokens: 4_000,
+            ..Default::default()
+        })
+        .await?;
     }
     let ctx = conn.channel().await?;
     let r = super::bench_memory::open_loop(args.rate, args.seconds, |i| {

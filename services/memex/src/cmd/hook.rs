@@ -96,11 +96,14 @@ fn format(agent: &str) -> InputFormat {
 pub fn run(args: HookArgs) -> std::process::ExitCode {
     let deadline = Duration::from_millis(args.deadline_ms);
     let outcome = super::runtime().and_then(|rt| {
-        rt.block_on(async {
+        let out = rt.block_on(async {
             tokio::time::timeout(deadline, hook(&args))
                 .await
                 .unwrap_or_else(|_| Err(anyhow::anyhow!("gave up after {} ms (--deadline-ms)", args.deadline_ms)))
-        })
+        });
+        // A stdin read still blocked past the deadline is abandoned, not waited for.
+        rt.shutdown_background();
+        out
     });
     match outcome {
         Ok(Some(text)) => {
@@ -120,8 +123,14 @@ fn one_line(s: &str) -> String {
 
 /// What to print on stdout, if anything.
 async fn hook(args: &HookArgs) -> anyhow::Result<Option<String>> {
-    let mut input = String::new();
-    std::io::stdin().take(MAX_INPUT).read_to_string(&mut input).context("reading the hook event on stdin")?;
+    // On a blocking thread, so that the deadline holds even when stdin is never closed.
+    let input = tokio::task::spawn_blocking(|| {
+        let mut input = String::new();
+        std::io::stdin().take(MAX_INPUT).read_to_string(&mut input).map(|_| input)
+    })
+    .await
+    .context("reading the hook event on stdin")?
+    .context("reading the hook event on stdin")?;
     let event: HookEvent = serde_json::from_str(&input).context("the hook event on stdin is not the JSON expected")?;
     let act = action(&args.agent, &event);
     if act == Action::Nothing {

@@ -134,6 +134,19 @@ async fn a_failing_hook_prints_nothing_says_why_on_one_line_and_exits_zero() {
     assert_eq!(r.ok(), "");
     assert!(r.stderr.contains("gave up after 0 ms"), "{}", r.stderr);
 
+    // Stdin never closed: the deadline still holds.
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_memex"));
+    c.args(["hook", "claude-code", "--deadline-ms", "300"])
+        .env("MEMEX_ENDPOINT", &cli.endpoint)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let _open_stdin = child.stdin.take();
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()).await.unwrap();
+    assert_eq!((out.status.code(), out.stdout.len()), (Some(0), 0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("gave up after 300 ms"));
+
     // Not the JSON a hook gets.
     let r = cli.run_stdin(&["hook", "claude-code"], b"not json".to_vec()).await;
     assert_eq!(r.ok(), "");
