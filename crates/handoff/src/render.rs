@@ -2,8 +2,6 @@
 //! priority order (lowest first, the oldest first among equals: see `Priority`), and the text
 //! says how many of each section went. The result is counted exactly; the bound holds for the
 //! returned text, not for an estimate.
-use std::collections::BTreeMap;
-
 use memex_memory::SeqSpan;
 use memex_pointer::{LineRange, SeqRange};
 use memex_pointer::{SessionAliases, cite};
@@ -46,10 +44,24 @@ pub fn render(
     let mut order: Vec<usize> = (0..shown.len()).collect();
     order.sort_by_key(|&i| (shown[i].entry.priority, shown[i].entry.order, shown[i].entry.section, i));
     let mut kept = vec![true; shown.len()];
+    // Kept entries per section and their tokens, kept up to date as entries go, so that each
+    // step costs one count (the omitted line's), not a pass over every entry.
+    let mut per_section = [0usize; Section::ALL.len()];
+    for s in &shown {
+        per_section[s.entry.section as usize] += 1;
+    }
+    let totals = per_section;
+    let section_costs: Vec<usize> = Section::ALL
+        .iter()
+        .map(|&sec| counter.count(&frame.section_open(sec)) + counter.count(&frame.section_close(sec)))
+        .collect();
+    let fixed = counter.count(&frame.open()) + counter.count(frame.close());
+    let mut entries_cost: usize = costs.iter().sum();
     let mut dropped = 0usize;
     loop {
-        let estimate = frame.cost(&shown, &kept, counter)
-            + kept.iter().zip(&costs).filter(|(k, _)| **k).map(|(_, c)| c).sum::<usize>();
+        let sections: usize = per_section.iter().zip(&section_costs).filter(|(n, _)| **n > 0).map(|(_, c)| c).sum();
+        let dropped_per: Vec<usize> = totals.iter().zip(&per_section).map(|(t, k)| t - k).collect();
+        let estimate = fixed + sections + entries_cost + counter.count(&frame.omitted(&dropped_per));
         if estimate <= budget || dropped == order.len() {
             let text = frame.text(&shown, &kept, &lines);
             let tokens = counter.count(&text);
@@ -62,7 +74,10 @@ pub fn render(
                 return Snapshot { text, tokens, shown: shown_out, omitted };
             }
         }
-        kept[order[dropped]] = false;
+        let i = order[dropped];
+        kept[i] = false;
+        per_section[shown[i].entry.section as usize] -= 1;
+        entries_cost -= costs[i];
         dropped += 1;
     }
 }
@@ -133,18 +148,17 @@ impl Frame {
         }
     }
 
-    /// What the budget left out, per section: `recent_rounds 4, recent_actions 2`.
-    fn omitted(&self, shown: &[Shown], kept: &[bool]) -> String {
-        let mut by: BTreeMap<Section, usize> = BTreeMap::new();
-        for (s, k) in shown.iter().zip(kept) {
-            if !k {
-                *by.entry(s.entry.section).or_default() += 1;
-            }
-        }
-        if by.is_empty() {
+    /// What the budget left out, per section (`dropped[section]`): `recent_rounds 4, recent_actions 2`.
+    fn omitted(&self, dropped: &[usize]) -> String {
+        let list: Vec<String> = Section::ALL
+            .iter()
+            .zip(dropped)
+            .filter(|(_, n)| **n > 0)
+            .map(|(s, n)| format!("{} {n}", s.name()))
+            .collect();
+        if list.is_empty() {
             return String::new();
         }
-        let list: Vec<String> = by.iter().map(|(s, n)| format!("{} {n}", s.name())).collect();
         let line = format!(
             "Left out for the token budget (least important first; the answer lists them with pointers): {}",
             list.join(", ")
@@ -153,17 +167,6 @@ impl Frame {
             Format::Xml => format!("<omitted>\n{line}\n</omitted>\n"),
             Format::Markdown => format!("## Omitted\n{line}\n"),
         }
-    }
-
-    /// Tokens of everything but the entries.
-    fn cost(&self, shown: &[Shown], kept: &[bool], counter: &dyn TokenCounter) -> usize {
-        let mut n = counter.count(&self.open()) + counter.count(self.close());
-        for sec in Section::ALL {
-            if shown.iter().zip(kept).any(|(s, k)| *k && s.entry.section == sec) {
-                n += counter.count(&self.section_open(sec)) + counter.count(&self.section_close(sec));
-            }
-        }
-        n + counter.count(&self.omitted(shown, kept))
     }
 
     fn text(&self, shown: &[Shown], kept: &[bool], lines: &[String]) -> String {
@@ -183,7 +186,13 @@ impl Frame {
                 out.push_str(&self.section_close(sec));
             }
         }
-        out.push_str(&self.omitted(shown, kept));
+        let mut dropped = [0usize; Section::ALL.len()];
+        for (s, k) in shown.iter().zip(kept) {
+            if !k {
+                dropped[s.entry.section as usize] += 1;
+            }
+        }
+        out.push_str(&self.omitted(&dropped));
         out.push_str(self.close());
         out
     }

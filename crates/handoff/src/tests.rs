@@ -236,3 +236,26 @@ fn the_last_failure_is_shown_verbatim_when_memory_kept_an_earlier_error_of_its_k
         "{errors}"
     );
 }
+
+#[test]
+fn a_long_chat_keeps_its_first_and_latest_requests_and_drops_the_oldest_between() {
+    let events: Vec<MemEvent> =
+        (1..=1_500).map(|i| ev(i, "user_message", &format!("Request number {i}: please look at item {i}."))).collect();
+    let input = Input { task: None, requests: &events, facts: &[], recent: &events[1_400..], head: 1_500 };
+    let s = render(
+        Uuid::nil(),
+        None,
+        entries(&input, &Options::default()),
+        &|_| None,
+        Format::Xml,
+        1_000,
+        &Tokenizer::O200kBase,
+    );
+    assert!(s.tokens <= 1_000);
+    assert!(s.text.contains("Request number 1: ") && s.text.contains("Request number 1500: "), "{}", s.text);
+    // The requests kept between them are the newest ones.
+    let kept: Vec<u64> =
+        s.shown.iter().filter(|x| x.entry.priority == Priority::EarlierRequest).map(|x| x.entry.order).collect();
+    assert!(!kept.is_empty() && kept.iter().all(|&o| o > 1_400), "{kept:?}");
+    assert!(s.text.contains("overall_goal"), "{}", s.text);
+}
