@@ -27,7 +27,13 @@ re!(
 );
 re!(
     CONSTRAINT,
-    r"(?i)\b(?:must(?: not)?|mustn't|do not|don't|never|always|cannot|can't|should not|shouldn't|make sure|ensure that|avoid|only use|no need to|not allowed|is required|are required)\b"
+    r"(?i)\b(?:must(?: not)?|mustn't|never|always|should not|shouldn't|make sure|ensure that|avoid|only use|no need to|not allowed|is required|are required)\b"
+);
+// "Don't", "do not", "can't" make a rule when they are said to the agent (an imperative, or
+// "you"/"we" as the subject), not when they describe something ("They don't look that bad").
+re!(
+    NEGATED_RULE,
+    r"(?i)^(?:(?:please|and|but|so|also|just)\s+)?(?:don't|do not)\b|\b(?:you|we)\s+(?:(?:really|still|also)\s+)?(?:don't|do not|can't|cannot|can not|may not)\b|\bplease (?:don't|do not)\b"
 );
 // Requirement words written in capitals (RFC 2119 style) are rules, as is "exactly N".
 re!(EMPHATIC, r"\b(?:MUST|SHOULD|SHALL|REQUIRED|NEVER|ALWAYS)\b|(?i:\bexactly (?:one|two|three|\d+|the following)\b)");
@@ -132,7 +138,7 @@ pub fn dialogue_facts(e: &MemEvent, follow_up: bool) -> Vec<Fact> {
         }
         let (t, verb, status) = if PREFERENCE.is_match(s) {
             (FactType::Preference, "prefers", TemporalStatus::Active)
-        } else if CONSTRAINT.is_match(s) || EMPHATIC.is_match(s) {
+        } else if CONSTRAINT.is_match(s) || NEGATED_RULE.is_match(s) || EMPHATIC.is_match(s) {
             (FactType::Constraint, "requires", TemporalStatus::Active)
         } else if EXPERIENCE.is_match(s) {
             (FactType::Experience, "experienced", TemporalStatus::Completed)
@@ -182,6 +188,12 @@ mod tests {
             dialogue_facts(&ev(3, "user_message", "<system-reminder>Never do x</system-reminder>"), true).is_empty()
         );
         assert!(dialogue_facts(&ev(3, "user_message", "what does this function do?"), true).is_empty());
+        // A negation that describes is not a rule; one said to the agent is.
+        assert!(dialogue_facts(&ev(3, "user_message", "They don't look that bad overall."), false).is_empty());
+        for rule in ["Don't touch the tests.", "Please do not push to main.", "We can't use nightly here."] {
+            let f = dialogue_facts(&ev(3, "user_message", rule), false);
+            assert_eq!(f.iter().map(|f| f.fact_type).collect::<Vec<_>>(), vec![FactType::Constraint], "{rule}");
+        }
         // Feedback on the agent's work is a correction, but only after a first request.
         let msg = "Still doesn't work, maybe there's a step needed to enable it";
         assert_eq!(dialogue_facts(&ev(9, "user_message", msg), true)[0].fact_type, FactType::Correction);
