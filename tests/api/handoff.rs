@@ -6,15 +6,7 @@ use memex_store::Access;
 use memex_tests::{TestServer, memory_on};
 use tonic::Code;
 
-use crate::{Fixture, ev};
-
-fn call(id: &str, tool: &str, input: &str) -> pb::EventInput {
-    pb::EventInput { tool_name: tool.into(), tool_call_id: id.into(), ..ev("tool_call", input) }
-}
-
-fn result(id: &str, output: &str) -> pb::EventInput {
-    pb::EventInput { tool_call_id: id.into(), ..ev("tool_result", output) }
-}
+use crate::{Fixture, ev, result, tool_call as call};
 
 fn session_events() -> Vec<pb::EventInput> {
     vec![

@@ -68,6 +68,11 @@ pub fn call(id: &str) -> pb::EventInput {
     pb::EventInput { tool_name: "Bash".into(), tool_call_id: id.into(), ..ev("tool_call", r#"{"command":"ls"}"#) }
 }
 
+/// A call of `tool` with `input` (JSON or a command line).
+pub fn tool_call(id: &str, tool: &str, input: &str) -> pb::EventInput {
+    pb::EventInput { tool_name: tool.into(), tool_call_id: id.into(), ..ev("tool_call", input) }
+}
+
 pub fn result(id: &str, content: &str) -> pb::EventInput {
     pb::EventInput { tool_call_id: id.into(), ..ev("tool_result", content) }
 }

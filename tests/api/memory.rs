@@ -8,17 +8,7 @@ use memex_store::Access;
 use memex_tests::{Clients, TestServer, memory_on};
 use tonic::Code;
 
-fn ev(kind: &str, content: &str) -> pb::EventInput {
-    pb::EventInput { kind: kind.into(), content: content.into(), ..Default::default() }
-}
-
-fn call(id: &str, tool: &str, input: &str) -> pb::EventInput {
-    pb::EventInput { tool_name: tool.into(), tool_call_id: id.into(), ..ev("tool_call", input) }
-}
-
-fn result(id: &str, output: &str) -> pb::EventInput {
-    pb::EventInput { tool_call_id: id.into(), ..ev("tool_result", output) }
-}
+use crate::{ev, result, tool_call as call};
 
 /// A coding session: a request, a constraint, an edit, a failing test with a compiler error, a
 /// fix, the test passing, a user correction, and later talk about deployment.

@@ -2,15 +2,12 @@
 use memex_memory::{Fact, MemEvent, SeqSpan};
 use memex_pointer::ViewLines;
 
-/// The task's state card, when the session works on a task that has one.
+/// The task's state card, when the session works on a task that has one: its current version.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct TaskCard {
     pub task_id: String,
     pub version: u64,
-    pub goals: Vec<String>,
-    pub constraints: Vec<String>,
-    pub open_loops: Vec<String>,
-    pub next_actions: Vec<String>,
+    pub state: memex_task::TaskState,
 }
 
 /// Everything a snapshot is built from, as the shell read it from the store.

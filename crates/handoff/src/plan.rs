@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use memex_memory::facts::call_summary;
 use memex_memory::lines::outcome;
-use memex_memory::turns::is_injected_user_text;
+use memex_memory::turns::{is_injected_user_text, is_output as is_result};
 use memex_memory::{Fact, FactType, MemEvent, SeqSpan};
 
 use crate::model::{Entry, Input, Options, Priority, Section, Source};
@@ -38,8 +38,8 @@ fn task_entry(section: Section, label: &'static str, text: &str, priority: Prior
 /// The task's goals, else the user's requests: the first (the overall goal) and the latest
 /// matter most; the ones between go first when the budget is short.
 fn goal(input: &Input<'_>, options: &Options, out: &mut Vec<Entry>) {
-    if let Some(task) = input.task.filter(|t| !t.goals.is_empty()) {
-        for (i, g) in task.goals.iter().enumerate() {
+    if let Some(task) = input.task.filter(|t| !t.state.goals.is_empty()) {
+        for (i, g) in task.state.goals.iter().enumerate() {
             out.push(task_entry(Section::OverallGoal, "", g, Priority::Goal, i));
         }
     }
@@ -63,7 +63,7 @@ fn goal(input: &Input<'_>, options: &Options, out: &mut Vec<Entry>) {
 /// words wins); and the task's constraints.
 fn knowledge(input: &Input<'_>, out: &mut Vec<Entry>) {
     if let Some(task) = input.task {
-        for (i, c) in task.constraints.iter().enumerate() {
+        for (i, c) in task.state.constraints.iter().enumerate() {
             out.push(task_entry(Section::ActiveConstraints, "constraint", c, Priority::Goal, i));
         }
     }
@@ -212,11 +212,11 @@ fn known_errors(input: &Input<'_>, out: &mut Vec<Entry>) {
 /// loops and next actions, and the agent's last stated step.
 fn plan(input: &Input<'_>, out: &mut Vec<Entry>) {
     if let Some(task) = input.task {
-        for (i, l) in task.open_loops.iter().enumerate() {
+        for (i, l) in task.state.open_loops.iter().enumerate() {
             out.push(task_entry(Section::TaskState, "pending", l, Priority::Plan, i));
         }
-        for (i, a) in task.next_actions.iter().enumerate() {
-            out.push(task_entry(Section::TaskState, "next", a, Priority::Plan, task.open_loops.len() + i));
+        for (i, a) in task.state.next_actions.iter().enumerate() {
+            out.push(task_entry(Section::TaskState, "next", a, Priority::Plan, task.state.open_loops.len() + i));
         }
     }
     let mut by_subject: BTreeMap<(FactType, String), (&Fact, usize)> = BTreeMap::new();
@@ -291,10 +291,6 @@ fn recent_actions(input: &Input<'_>, options: &Options, out: &mut Vec<Entry>) {
     for (span, text) in rounds.into_iter().skip(skip) {
         out.push(entry(Section::RecentActions, "", text, span, Priority::RecentAction));
     }
-}
-
-fn is_result(kind: &str) -> bool {
-    matches!(kind, "tool_result" | "tool_error") || kind.ends_with("tool_result")
 }
 
 /// A result in a few words: failed or ok, the exit status, the test summary or first error.

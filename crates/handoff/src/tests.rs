@@ -157,10 +157,13 @@ fn the_task_state_leads_when_there_is_one() {
     let task = TaskCard {
         task_id: "T-7".into(),
         version: 3,
-        goals: vec!["Ship exact billing totals".into()],
-        constraints: vec!["No float money".into()],
-        open_loops: vec!["CI is red on the linker".into()],
-        next_actions: vec!["Install build-essential".into()],
+        state: memex_task::TaskState {
+            goals: vec!["Ship exact billing totals".into()],
+            constraints: vec!["No float money".into()],
+            open_loops: vec!["CI is red on the linker".into()],
+            next_actions: vec!["Install build-essential".into()],
+            ..Default::default()
+        },
     };
     let input = Input { task: Some(&task), requests: &events[..0], facts: &facts, recent: &events, head: 17 };
     let s = render(

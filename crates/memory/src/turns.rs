@@ -29,7 +29,8 @@ pub fn is_injected_user_text(text: &str) -> bool {
         || t.starts_with("[image:")
 }
 
-fn is_output(kind: &str) -> bool {
+/// Whether an event of `kind` is a tool's output (a result or an error).
+pub fn is_output(kind: &str) -> bool {
     matches!(kind, "tool_result" | "tool_error") || kind.ends_with("tool_result")
 }
 

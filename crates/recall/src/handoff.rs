@@ -7,7 +7,7 @@
 //! run on from the state it stored, so a snapshot taken right after a compaction sees the last
 //! events too, and the answer is the same whether or not the worker had read them.
 use chrono::{DateTime, Utc};
-use memex_handoff::{Format, Input, Options, Section, Shown, TaskCard};
+use memex_handoff::{Format, Input, Options, Shown, TaskCard};
 use memex_memory::{Fact, FactExtractor, FactType, MemEvent, SeqSpan, TemporalStatus};
 use memex_pointer::Pointer;
 use memex_store::SessionFilter;
@@ -168,7 +168,7 @@ fn item(session: Uuid, s: Shown) -> SnapshotItem {
         .map(|l| Pointer { session: memex_event::SessionId(session), chain: l.chain, range: l.range }.to_string())
         .unwrap_or_default();
     SnapshotItem {
-        section: section_name(s.entry.section),
+        section: s.entry.section.name(),
         label: s.entry.label,
         text: s.entry.text,
         pointer,
@@ -176,10 +176,6 @@ fn item(session: Uuid, s: Shown) -> SnapshotItem {
         last_seq: last,
         priority: s.entry.priority.name(),
     }
-}
-
-fn section_name(s: Section) -> &'static str {
-    s.name()
 }
 
 async fn latest(
@@ -201,21 +197,8 @@ async fn task_card(m: &Memory, ns: Uuid, task: Option<&str>) -> Result<Option<Ta
         Err(memex_store::StoreError::TaskNotFound(_)) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    let list = |key: &str| -> Vec<String> {
-        row.state
-            .get(key)
-            .and_then(|v| v.as_array())
-            .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect())
-            .unwrap_or_default()
-    };
-    Ok(Some(TaskCard {
-        task_id: row.task_id.clone(),
-        version: row.version,
-        goals: list("goals"),
-        constraints: list("constraints"),
-        open_loops: list("open_loops"),
-        next_actions: list("next_actions"),
-    }))
+    let state: memex_task::TaskState = serde_json::from_value(row.state)?;
+    Ok(Some(TaskCard { task_id: row.task_id, version: row.version, state }))
 }
 
 /// How far the memory worker has read the session, and the extractor's state there.

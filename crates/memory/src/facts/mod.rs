@@ -115,7 +115,7 @@ impl FactExtractor {
                     self.pending.push(Pending { id, seq: e.seq, kind, why: self.why.clone(), script });
                 }
             }
-            k if k == "tool_result" || k == "tool_error" || k.ends_with("tool_result") => {
+            k if crate::turns::is_output(k) => {
                 let id = e.tool_call_id.as_deref().unwrap_or("");
                 let at = if id.is_empty() {
                     self.pending.len().checked_sub(1)

@@ -26,8 +26,6 @@ use memex_vcc::InputFormat;
 /// Claude Code keeps at most 10,000 characters of a hook's output in the context (the rest goes
 /// to a file); the snapshot stays under it.
 const DEFAULT_MAX_CHARS: usize = 9_500;
-/// The least budget BuildSnapshot takes.
-const MIN_BUDGET: u32 = 128;
 /// Longest hook input read (the event JSON is small).
 const MAX_INPUT: u64 = 1 << 20;
 
@@ -182,7 +180,7 @@ async fn hook(args: &HookArgs) -> anyhow::Result<Option<String>> {
             return Ok(Some(json.to_string()));
         }
         let scaled = (u64::from(budget) * args.max_chars as u64 * 9 / 10 / chars as u64) as u32;
-        if scaled < MIN_BUDGET {
+        if (scaled as usize) < memex_handoff::MIN_BUDGET {
             break;
         }
         budget = scaled;
