@@ -22,6 +22,7 @@ mod sessions;
 mod standby;
 mod stream;
 mod task_state;
+mod tenancy;
 mod views;
 mod views_ranked;
 

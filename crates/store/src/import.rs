@@ -34,6 +34,7 @@ impl Store {
             .await
             .map_err(|e| StoreError::Compression(std::io::Error::other(e.to_string())))??;
         let prepared = Prepared::new(batch).await?;
+        self.check_parent(namespace_id, session.parent_session_id).await?;
         let id = session.id.unwrap_or_else(Uuid::now_v7);
 
         let mut tx = self.pool.begin().await?;

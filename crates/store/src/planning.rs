@@ -215,7 +215,7 @@ impl Store {
             .await;
         match row {
             Ok(row) => Ok(report_from_row(row)),
-            Err(e) if is_unique_violation(&e, "task_reports_id_key") => self.report(namespace_id, r.id).await,
+            Err(e) if is_unique_violation(&e, "task_reports_namespace_id_key") => self.report(namespace_id, r.id).await,
             Err(e) => Err(e.into()),
         }
     }

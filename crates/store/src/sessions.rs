@@ -71,15 +71,7 @@ impl Store {
     /// returns the existing session, and a different one under that id is `AlreadyExists`.
     #[tracing::instrument(name = "store.create_session", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "create_session"))]
     pub async fn create_session(&self, namespace_id: Uuid, new: NewSession) -> Result<Session> {
-        if let Some(parent) = new.parent_session_id {
-            self.session(namespace_id, parent).await.map_err(|e| match e {
-                StoreError::SessionNotFound(id) => {
-                    FieldError::new("parent_session_id", format!("session {id} does not exist in this namespace"))
-                        .into()
-                }
-                other => other,
-            })?;
-        }
+        self.check_parent(namespace_id, new.parent_session_id).await?;
         let id = new.id.unwrap_or_else(Uuid::now_v7);
         let sql = format!(
             "INSERT INTO sessions (id, namespace_id, agent_id, parent_session_id, task_id, source_format, metadata)
@@ -115,6 +107,18 @@ impl Store {
             }
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// A parent session must be in the same namespace: the foreign key alone would let a tenant
+    /// link (and so probe) another tenant's session.
+    pub(crate) async fn check_parent(&self, namespace_id: Uuid, parent: Option<Uuid>) -> Result<()> {
+        let Some(parent) = parent else { return Ok(()) };
+        self.session(namespace_id, parent).await.map(drop).map_err(|e| match e {
+            StoreError::SessionNotFound(id) => {
+                FieldError::new("parent_session_id", format!("session {id} does not exist in this namespace")).into()
+            }
+            other => other,
+        })
     }
 
     #[tracing::instrument(name = "store.session", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "session"))]
