@@ -175,3 +175,50 @@ async fn with_auth_off_namespaces_are_open_but_must_exist() {
         .await;
     assert_status(missing, tonic::Code::NotFound, "namespace");
 }
+
+#[tokio::test]
+async fn a_revocation_takes_effect_at_once_on_every_replica() {
+    // The default cache lifetime (30 s): only the revocation notice can make this pass in time.
+    let srv = server_or_skip!();
+    let other = srv.replica().await;
+    let f = fixture(&srv, "revoke").await;
+    let mut keys = Vec::new();
+    for name in ["by-rpc", "by-admin"] {
+        let (_, token) = srv.namespace_with_key("revoke", Access::Read).await;
+        let id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM api_keys WHERE token_hash = $1")
+            .bind(&memex_store::token_hash(&token)[..])
+            .fetch_one(srv.store.pool())
+            .await
+            .unwrap();
+        keys.push((name, id, token));
+    }
+    let get = |ns: &str| pb::GetSessionRequest { namespace: ns.into(), session_id: f.session.clone() };
+    for (name, id, token) in &keys {
+        // Verified, so cached, on both replicas.
+        let mut here = srv.clients(Some(token)).await;
+        let mut there = other.clients(Some(token)).await;
+        here.sessions.get_session(get("revoke")).await.unwrap();
+        there.sessions.get_session(get("revoke")).await.unwrap();
+        if *name == "by-rpc" {
+            f.c.admin
+                .clone()
+                .revoke_api_key(pb::RevokeApiKeyRequest { namespace: "revoke".into(), key_id: id.to_string() })
+                .await
+                .unwrap();
+        } else {
+            // `memex admin revoke-key`: straight to the database, no server involved.
+            let ns = srv.store.namespace("revoke").await.unwrap();
+            srv.store.revoke_api_key(&ns, *id).await.unwrap();
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        for c in [&mut here, &mut there] {
+            loop {
+                match c.sessions.get_session(get("revoke")).await {
+                    Err(s) if s.code() == tonic::Code::Unauthenticated => break,
+                    r => assert!(std::time::Instant::now() < deadline, "{name}: still accepted after 3 s: {r:?}"),
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        }
+    }
+}

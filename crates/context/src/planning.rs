@@ -300,41 +300,17 @@ impl ContextEngine {
     /// Forwards the database's report notifications to this process's watchers until the store
     /// closes. Run it once per engine (the server spawns it).
     pub async fn listen_for_reports(&self) {
-        loop {
-            match sqlx::postgres::PgListener::connect_with(self.store.pool()).await {
-                Ok(mut listener) => {
-                    if let Err(e) = listener.listen("memex_reports").await {
-                        tracing::warn!(error = %e, "cannot LISTEN for reports; retrying");
-                    } else {
-                        loop {
-                            match listener.recv().await {
-                                Ok(n) => {
-                                    let mut parts = n.payload().split(' ');
-                                    if let (Some(Ok(ns)), Some(Ok(seq))) =
-                                        (parts.next().map(Uuid::try_parse), parts.next().map(str::parse::<u64>))
-                                    {
-                                        let _ = self.reports.send((ns, seq));
-                                    }
-                                }
-                                Err(e) => {
-                                    tracing::warn!(error = %e, "report listener lost its connection; reconnecting");
-                                    break;
-                                }
-                            }
-                        }
+        self.store
+            .listen("memex_reports", |heard| {
+                if let memex_store::Heard::Payload(p) = heard {
+                    let mut parts = p.split(' ');
+                    if let (Some(Ok(ns)), Some(Ok(seq))) =
+                        (parts.next().map(Uuid::try_parse), parts.next().map(str::parse::<u64>))
+                    {
+                        let _ = self.reports.send((ns, seq));
                     }
                 }
-                Err(e) => {
-                    if self.store.pool().is_closed() {
-                        return;
-                    }
-                    tracing::warn!(error = %e, "cannot connect the report listener; retrying");
-                }
-            }
-            if self.store.pool().is_closed() {
-                return;
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
+            })
+            .await;
     }
 }

@@ -31,6 +31,19 @@ impl Auth {
         }
     }
 
+    /// Forgets every verified key whenever a key is revoked or expires early on any replica (the
+    /// `memex_keys` notification, sent by a trigger on `api_keys`), and whenever the listener
+    /// (re)connects, since a revocation may have been missed meanwhile. So a revocation takes
+    /// effect at once everywhere; `auth.key_cache_ttl_secs` bounds it only while the listener
+    /// cannot reach the database. Runs until the store closes.
+    pub async fn listen_for_revocations(&self) {
+        self.store
+            .listen("memex_keys", |_| {
+                self.keys.invalidate_all();
+            })
+            .await;
+    }
+
     pub fn enabled(&self) -> bool {
         self.enabled
     }

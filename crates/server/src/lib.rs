@@ -296,6 +296,12 @@ pub async fn run_with_mcp(
     health_reporter.set_serving::<MemoryServiceServer<service::memory::MemoryHandler>>().await;
     let listener_engine = state.context.clone();
     let reports_listener = tokio::spawn(async move { listener_engine.listen_for_reports().await });
+    let auth = state.auth.clone();
+    let keys_listener = tokio::spawn(async move {
+        if auth.enabled() {
+            auth.listen_for_revocations().await;
+        }
+    });
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(memex_proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -388,6 +394,7 @@ pub async fn run_with_mcp(
     // holding a connection must not keep the process alive past its grace (the embedding worker's
     // lease expires and another worker resumes its sessions).
     reports_listener.abort();
+    keys_listener.abort();
     readiness.abort();
     if let Some(task) = mcp_task {
         let abort = task.abort_handle();
