@@ -4,7 +4,7 @@ use memex_context::ContextError;
 use memex_event::FieldError;
 use memex_pointer::FullViewError;
 use memex_search::IndexError;
-use memex_store::StoreError;
+use memex_store::{StoreError, unavailable_reason};
 use memex_views::ViewError;
 use tonic::Status;
 
@@ -34,15 +34,21 @@ pub fn store_status(e: &StoreError) -> Status {
             tracing::error!(error = %e, "artifact failed verification");
             Status::data_loss(e.to_string())
         }
-        StoreError::Unavailable(_) => {
-            tracing::warn!("database pool exhausted");
-            Status::unavailable("the database is overloaded; retry with backoff")
-        }
+        StoreError::Unavailable(e) => db_unavailable(e).unwrap_or_else(|| Status::unavailable(e.to_string())),
         StoreError::Database(_) | StoreError::Migrate(_) | StoreError::Compression(_) => {
             tracing::error!(error = %e, "internal error");
             Status::internal("internal error (logged on the server)")
         }
     }
+}
+
+/// `UNAVAILABLE` with a retry hint when `e` means the database cannot serve now (down,
+/// restarting, saturated, refusing the server): retryable, never `INTERNAL` and never a claim of
+/// overload when the database is simply gone.
+fn db_unavailable(e: &sqlx::Error) -> Option<Status> {
+    let reason = unavailable_reason(e)?;
+    tracing::warn!(error = %e, "database unavailable");
+    Some(crate::admission::retry_later(Status::unavailable(format!("{reason}; retry with backoff"))))
 }
 
 pub fn index_status(e: &IndexError) -> Status {
@@ -56,9 +62,8 @@ pub fn index_status(e: &IndexError) -> Status {
         IndexError::VectorsUnavailable => {
             crate::admission::retry_later(Status::unavailable(format!("{e}; or ask without vectors")))
         }
-        IndexError::Database(sqlx::Error::PoolTimedOut) => {
-            tracing::warn!("database pool exhausted");
-            Status::unavailable("the database is overloaded; retry with backoff")
+        IndexError::Database(db) if unavailable_reason(db).is_some() => {
+            db_unavailable(db).unwrap_or_else(|| Status::unavailable(e.to_string()))
         }
         e if e.writer_busy() => {
             tracing::warn!(error = %e, "search index writer still held");
@@ -122,9 +127,8 @@ pub fn recall_status(e: &memex_recall::RecallError) -> Status {
         R::Disabled => Status::failed_precondition(e.to_string()),
         R::Store(s) => store_status(s),
         R::View(v) => full_view_status(v),
-        R::Db(sqlx::Error::PoolTimedOut) => {
-            tracing::warn!("database pool exhausted");
-            Status::unavailable("the database is overloaded; retry with backoff")
+        R::Db(db) if unavailable_reason(db).is_some() => {
+            db_unavailable(db).unwrap_or_else(|| Status::unavailable(e.to_string()))
         }
         R::Search(_) | R::Interpret(_) => {
             tracing::warn!(error = %e, "memory: a dependency failed");

@@ -43,8 +43,10 @@ pub enum StoreError {
     /// Stored bytes no longer hash to their id: data loss, never the caller's fault.
     #[error("artifact {0} is corrupt: its stored bytes do not hash to its id")]
     Corrupt(ArtifactId),
-    /// The database could not take the request now (pool exhausted); retrying later may work.
-    #[error("the database is overloaded: {0}")]
+    /// The database could not take the request now: no pooled connection in time, the connection
+    /// broke (the database stopped or restarted), or the database refused the connection.
+    /// Retrying later may work; [`unavailable_reason`] says which it was.
+    #[error("the database is unavailable: {0}")]
     Unavailable(sqlx::Error),
     #[error("database error: {0}")]
     Database(sqlx::Error),
@@ -56,10 +58,36 @@ pub enum StoreError {
 
 impl From<sqlx::Error> for StoreError {
     fn from(e: sqlx::Error) -> Self {
-        match e {
-            sqlx::Error::PoolTimedOut => StoreError::Unavailable(e),
-            e => StoreError::Database(e),
+        if unavailable_reason(&e).is_some() { StoreError::Unavailable(e) } else { StoreError::Database(e) }
+    }
+}
+
+/// When `err` means the database cannot serve now (rather than that the statement is wrong),
+/// what to tell the caller: a retry may work, and nothing was half done (a transaction whose
+/// connection broke is rolled back by the database).
+pub fn unavailable_reason(err: &sqlx::Error) -> Option<&'static str> {
+    match err {
+        sqlx::Error::PoolTimedOut => {
+            Some("no database connection came free in time: the database is overloaded or unreachable")
         }
+        sqlx::Error::PoolClosed => Some("the server is shutting down its database connections"),
+        sqlx::Error::Io(_) | sqlx::Error::Tls(_) | sqlx::Error::WorkerCrashed => {
+            Some("the connection to the database broke: it is down or restarting")
+        }
+        sqlx::Error::Database(db) => match db.code().as_deref() {
+            // connection_exception, admin/crash shutdown, cannot_connect_now, the database's own
+            // resources (too many connections, disk full, out of memory), read-only (a standby
+            // being promoted or a primary demoted).
+            Some(c) if c.starts_with("08") || c.starts_with("57P") || c.starts_with("53") || c == "25006" => {
+                Some("the database cannot serve now (shutting down, starting, or out of resources)")
+            }
+            // invalid authorization / no such database: a configuration the operator must fix.
+            Some(c) if c.starts_with("28") || c == "3D000" => {
+                Some("the database refused the server's connection (check database.url and its credentials)")
+            }
+            _ => None,
+        },
+        _ => None,
     }
 }
 

@@ -36,7 +36,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 pub use append::AppendRequest;
 pub use artifacts::Artifact;
 pub use context_reads::PackContext;
-pub use error::StoreError;
+pub use error::{StoreError, unavailable_reason};
 pub use group::GroupCommitOptions;
 pub use import::ImportRequest;
 pub use keys::{Access, ApiKey, NewApiKey, token_hash};
