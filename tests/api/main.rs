@@ -5,6 +5,7 @@ mod auth;
 mod bad_input;
 mod compaction;
 mod concurrency;
+mod erasure;
 mod events;
 mod handoff;
 mod mcp;

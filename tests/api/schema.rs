@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use sqlx::{Connection, PgConnection};
 
 /// Global by design: replicated whole to every node.
-const REFERENCE_TABLES: [&str; 2] = ["namespaces", "api_keys"];
+const REFERENCE_TABLES: [&str; 3] = ["namespaces", "api_keys", "erasures"];
 
 /// Keys that do not include `namespace_id` yet (ADR 006, "Known deviations"): the re-keying
 /// migration that would fix them is the first step of a move to Citus.

@@ -222,4 +222,13 @@ impl Client {
         let req = pb::RevokeApiKeyRequest { namespace: self.ns(), key_id: key_id.to_owned() };
         Ok(self.admin.clone().revoke_api_key(req).await?.into_inner())
     }
+
+    /// Erases a data subject's sessions (see `EraseSubject`); `req.dry_run` only counts.
+    pub async fn erase_subject(
+        &self,
+        mut req: pb::EraseSubjectRequest,
+    ) -> Result<pb::EraseSubjectResponse, ClientError> {
+        req.namespace = self.ns();
+        Ok(self.admin.clone().erase_subject(req).await?.into_inner())
+    }
 }

@@ -21,6 +21,7 @@
 //! (`memex_pointer::FullView` for VCC coordinates, [`CandidateSource`] for search, [`IndexCatchUp`]
 //! for the index watermark); nothing here fakes what a missing seam would answer.
 
+mod erase;
 mod error;
 mod events;
 mod pack;

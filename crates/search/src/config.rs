@@ -114,7 +114,7 @@ impl SearchConfig {
         }
     }
 
-    pub(crate) fn dir(&self) -> PathBuf {
+    pub fn dir(&self) -> PathBuf {
         PathBuf::from(&self.index_dir)
     }
 

@@ -131,6 +131,18 @@ impl SearchIndex {
         Ok(idx)
     }
 
+    /// Drops this replica's documents of `sessions` (erased), to be indexed again from Postgres.
+    /// The query-vector cache goes too: it is keyed by query texts, which may quote them.
+    pub async fn forget_sessions(&self, ns: Uuid, sessions: &[Uuid]) -> Result<(), IndexError> {
+        if let Some(q) = &self.query_vectors {
+            q.clear();
+        }
+        let idx = self.namespace(ns).await?;
+        idx.forget_sessions(sessions).await?;
+        self.catch_up_index(&idx, Some(sessions), None).await?;
+        Ok(())
+    }
+
     /// Brings the namespace's text index up to the sessions' heads in Postgres (only `sessions`
     /// when given). Returns the number of events indexed. After it returns, every event committed
     /// before it was called is searchable: that is read-your-writes, on any replica.

@@ -220,6 +220,33 @@ impl NamespaceIndex {
         Ok(())
     }
 
+    /// Deletes every document of `sessions` and commits, and marks them unindexed, so the next
+    /// catch-up indexes them again from Postgres (after an erasure, as tombstones). Holds the
+    /// watermarks meanwhile, so no query or catch-up sees them half gone.
+    pub async fn forget_sessions(&self, sessions: &[Uuid]) -> Result<(), IndexError> {
+        let mut marks = self.state.lock().await;
+        let terms: Vec<Term> = sessions
+            .iter()
+            .map(|s| Term::from_field_text(self.fields.tags, &tag_text(Tag::Session, &s.to_string())))
+            .collect();
+        let writer = self.writer.clone();
+        tokio::task::spawn_blocking(move || -> Result<(), IndexError> {
+            let mut w = writer.lock().map_err(|e| IndexError::Task(e.to_string()))?;
+            for t in terms {
+                w.delete_term(t);
+            }
+            w.commit()?;
+            Ok(())
+        })
+        .await
+        .map_err(|e| IndexError::Task(e.to_string()))??;
+        self.reader.reload()?;
+        for s in sessions {
+            marks.set(*s, 0);
+        }
+        Ok(())
+    }
+
     /// Drops everything added since the last commit (after a failed catch-up, so the index never
     /// holds part of what the watermarks do not record).
     pub async fn rollback(&self) {

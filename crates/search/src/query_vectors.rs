@@ -97,6 +97,11 @@ impl QueryVectors {
         QueryVectors { cache, jobs, max_wait: opts.max_wait, stats }
     }
 
+    /// Forgets every cached query vector.
+    pub fn clear(&self) {
+        self.cache.invalidate_all();
+    }
+
     pub fn stats(&self) -> Arc<QueryVectorStats> {
         self.stats.clone()
     }

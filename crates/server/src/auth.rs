@@ -44,6 +44,20 @@ impl Auth {
             .await;
     }
 
+    /// Who is calling, for an audit record: the API key's id and name, or that auth is off.
+    pub async fn caller<T>(&self, req: &Request<T>) -> String {
+        if !self.enabled {
+            return "anonymous (authentication off)".to_owned();
+        }
+        match bearer_token(req) {
+            Ok(token) => match self.key(token).await {
+                Ok(k) => format!("api key {} ({})", k.id, k.name),
+                Err(_) => "unknown key".to_owned(),
+            },
+            Err(_) => "no key".to_owned(),
+        }
+    }
+
     pub fn enabled(&self) -> bool {
         self.enabled
     }

@@ -11,6 +11,7 @@ mod background;
 pub mod config;
 mod context_seams;
 mod convert;
+mod erasure;
 pub mod flags;
 mod memory;
 pub mod metrics;
@@ -269,6 +270,8 @@ pub async fn run_with_mcp(
     };
     let _memory_observers: Vec<metrics::Observer> = memory_worker.iter().flat_map(metrics::memory_metrics).collect();
     let state = Arc::new(state);
+    let eraser = erasure::Eraser::new(state.clone());
+    let erasure_listener = tokio::spawn(eraser.clone().run());
     // tonic refuses messages beyond this outright (OUT_OF_RANGE); up to it, handlers refuse
     // messages over the configured limit with INVALID_ARGUMENT naming the limit.
     let hard_limit = config.limits.max_message_bytes.saturating_mul(2);
@@ -330,7 +333,8 @@ pub async fn run_with_mcp(
                 .max_decoding_message_size(hard_limit),
         )
         .add_service(
-            AdminServiceServer::new(service::admin::Admin::new(state.clone())).max_decoding_message_size(hard_limit),
+            AdminServiceServer::new(service::admin::Admin::new(state.clone(), eraser.clone()))
+                .max_decoding_message_size(hard_limit),
         )
         .add_service(
             ViewServiceServer::new(service::views::ViewHandler::new(state.clone()))
@@ -395,6 +399,7 @@ pub async fn run_with_mcp(
     // lease expires and another worker resumes its sessions).
     reports_listener.abort();
     keys_listener.abort();
+    erasure_listener.abort();
     readiness.abort();
     if let Some(task) = mcp_task {
         let abort = task.abort_handle();

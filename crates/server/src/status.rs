@@ -17,7 +17,9 @@ pub fn store_status(e: &StoreError) -> Status {
         StoreError::Invalid(f) => field_status(f),
         StoreError::NamespaceNotFound(_) => Status::not_found(format!("namespace: {e}")),
         StoreError::SessionNotFound(_) => Status::not_found(format!("session_id: {e}")),
-        StoreError::SessionReadOnly(_) => Status::failed_precondition(format!("session_id: {e}")),
+        StoreError::SessionReadOnly(_) | StoreError::SessionErased(_) => {
+            Status::failed_precondition(format!("session_id: {e}"))
+        }
         StoreError::EventNotFound { .. } => Status::not_found(e.to_string()),
         StoreError::ArtifactNotFound(_) => Status::not_found(format!("artifact_id: {e}")),
         StoreError::KeyNotFound(_) => Status::not_found(format!("key_id: {e}")),
@@ -35,7 +37,7 @@ pub fn store_status(e: &StoreError) -> Status {
             Status::data_loss(e.to_string())
         }
         StoreError::Unavailable(e) => db_unavailable(e).unwrap_or_else(|| Status::unavailable(e.to_string())),
-        StoreError::Database(_) | StoreError::Migrate(_) | StoreError::Compression(_) => {
+        StoreError::Database(_) | StoreError::Migrate(_) | StoreError::Compression(_) | StoreError::Scan(_) => {
             tracing::error!(error = %e, "internal error");
             Status::internal("internal error (logged on the server)")
         }

@@ -31,7 +31,7 @@ pub struct AppendRequest {
 const APPEND_SQL: &str = r#"
 WITH s AS (
     UPDATE sessions SET next_seq = next_seq + $3
-    WHERE id = $1 AND namespace_id = $2 AND source_artifact_id IS NULL
+    WHERE id = $1 AND namespace_id = $2 AND source_artifact_id IS NULL AND erased_by IS NULL
     RETURNING next_seq - $3 AS first_seq, agent_id,
               (SELECT h.version FROM task_heads h WHERE h.namespace_id = $2 AND h.task_id = sessions.task_id) AS head
 ), b AS (
@@ -225,6 +225,7 @@ impl Store {
     pub(crate) async fn why_not_appendable(&self, namespace_id: Uuid, session_id: Uuid) -> StoreError {
         match self.session(namespace_id, session_id).await {
             Ok(s) if s.source.is_some() => StoreError::SessionReadOnly(session_id),
+            Ok(s) if s.erased_by.is_some() => StoreError::SessionErased(session_id),
             Ok(_) => StoreError::SessionNotFound(session_id), // not reachable: the statement would have matched
             Err(e) => e,
         }

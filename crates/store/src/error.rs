@@ -15,6 +15,9 @@ pub enum StoreError {
     /// The session is an imported trace: its events come from the raw file and it takes no appends.
     #[error("session {0} is an imported trace and takes no appends; import a new version instead")]
     SessionReadOnly(Uuid),
+    /// The session was erased (EraseSubject): its events are tombstones and it takes no appends.
+    #[error("session {0} was erased and takes no appends; start a new session")]
+    SessionErased(Uuid),
     #[error("{field}: event {id} does not exist in this namespace")]
     EventNotFound { field: String, id: Uuid },
     #[error("artifact {0} does not exist in this namespace")]
@@ -48,6 +51,9 @@ pub enum StoreError {
     /// Retrying later may work; [`unavailable_reason`] says which it was.
     #[error("the database is unavailable: {0}")]
     Unavailable(sqlx::Error),
+    /// An erasure's scan of the stored packs could not read one.
+    #[error("erasure scan: {0}")]
+    Scan(String),
     #[error("database error: {0}")]
     Database(sqlx::Error),
     #[error("migration failed: {0}")]

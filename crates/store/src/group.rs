@@ -111,7 +111,7 @@ WITH d AS (
     UPDATE sessions SET next_seq = sessions.next_seq + d.n
     FROM d
     WHERE sessions.id = d.session_id AND sessions.namespace_id = d.namespace_id
-      AND sessions.source_artifact_id IS NULL
+      AND sessions.source_artifact_id IS NULL AND sessions.erased_by IS NULL
     RETURNING sessions.id, sessions.next_seq - d.n AS first_seq, sessions.agent_id,
               (SELECT h.version FROM task_heads h
                WHERE h.namespace_id = sessions.namespace_id AND h.task_id = sessions.task_id) AS head

@@ -12,6 +12,7 @@
 mod append;
 mod artifacts;
 mod context_reads;
+mod erase;
 mod error;
 mod group;
 mod heads;
@@ -36,6 +37,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 pub use append::AppendRequest;
 pub use artifacts::Artifact;
 pub use context_reads::PackContext;
+pub use erase::{Erasure, ErasureCounts, ErasureEntry, ErasurePlan, PackScan, tombstone};
 pub use error::{StoreError, unavailable_reason};
 pub use group::GroupCommitOptions;
 pub use import::ImportRequest;

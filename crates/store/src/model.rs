@@ -24,6 +24,8 @@ pub struct Session {
     pub event_count: u64,
     /// For an imported trace: the raw file, kept as an artifact, and its name.
     pub source: Option<SessionSource>,
+    /// The erasure that emptied this session (its events are tombstones; it takes no appends).
+    pub erased_by: Option<Uuid>,
 }
 
 /// Where an imported session's events came from.

@@ -42,10 +42,11 @@ pub(crate) type SessionRow = (
     i64,
     Option<Vec<u8>>,
     Option<String>,
+    Option<Uuid>,
 );
 
 pub(crate) const SESSION_COLUMNS: &str = "id, namespace_id, agent_id, parent_session_id, task_id, source_format, \
-     metadata, created_at, next_seq - 1, source_artifact_id, source_file_name";
+     metadata, created_at, next_seq - 1, source_artifact_id, source_file_name, erased_by";
 
 pub(crate) fn session_from_row(r: SessionRow) -> Session {
     let source = match (r.9.as_deref().and_then(memex_event::ArtifactId::from_slice), r.10) {
@@ -63,6 +64,7 @@ pub(crate) fn session_from_row(r: SessionRow) -> Session {
         created_at: r.7,
         event_count: u64::try_from(r.8).unwrap_or(0),
         source,
+        erased_by: r.11,
     }
 }
 

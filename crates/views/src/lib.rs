@@ -93,6 +93,14 @@ impl CacheStats {
 }
 
 impl Views {
+    /// Forgets every compiled session (after an erasure: events that "never change" did).
+    pub fn forget_all(&self) {
+        self.cache.invalidate_all();
+        self.read_only.invalidate_all();
+        self.exports.invalidate_all();
+        self.blocks.invalidate_all();
+    }
+
     pub fn new(store: Store, config: &ViewsConfig) -> Views {
         let cache_bytes = config.cache_bytes;
         fn weigh<K>(_: &K, v: &Arc<CompiledSession>) -> u32 {

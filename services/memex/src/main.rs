@@ -31,6 +31,9 @@ enum Command {
     /// API keys of a namespace, through a running server (needs an admin key).
     #[command(subcommand)]
     Key(cmd::keys::KeyCommand),
+    /// Erase a data subject's sessions (GDPR art. 17) through a running server (needs an admin
+    /// key): events become tombstones, everything derived from them goes; audited.
+    Erase(cmd::erase::EraseArgs),
     /// Sessions of a running server.
     #[command(subcommand)]
     Session(cmd::client::SessionCommand),
@@ -124,6 +127,7 @@ fn main() -> ExitCode {
         Command::Config(args) => cmd::serve::print_config(args),
         Command::Admin(c) => run(Box::pin(cmd::admin::run(c))),
         Command::Key(c) => run(Box::pin(cmd::keys::key(c))),
+        Command::Erase(a) => run(Box::pin(cmd::erase::erase(a))),
         Command::Session(c) => run(Box::pin(cmd::client::session(c))),
         Command::Append(a) => run(Box::pin(cmd::client::append(a))),
         Command::Events(a) => run(Box::pin(cmd::client::events(a))),

@@ -7,18 +7,23 @@ use memex_store::Access;
 use tonic::{Request, Response, Status};
 
 use crate::convert;
+use crate::erasure::Eraser;
 use crate::state::AppState;
 use crate::status::{parse_uuid, store_status};
 
 pub struct Admin {
     state: Arc<AppState>,
+    eraser: Arc<Eraser>,
 }
 
 impl Admin {
-    pub fn new(state: Arc<AppState>) -> Admin {
-        Admin { state }
+    pub fn new(state: Arc<AppState>, eraser: Arc<Eraser>) -> Admin {
+        Admin { state, eraser }
     }
 }
+
+/// The most sessions one erasure takes (a larger subject: several requests).
+const MAX_ERASE_SESSIONS: usize = 10_000;
 
 #[tonic::async_trait]
 impl AdminService for Admin {
@@ -56,5 +61,73 @@ impl AdminService for Admin {
         let key = st.store.revoke_api_key(&ns, id).await.map_err(|e| store_status(&e))?;
         tracing::info!(namespace = %ns.name, key_id = %id, "api key revoked");
         Ok(Response::new(convert::api_key(&key)))
+    }
+
+    async fn erase_subject(
+        &self,
+        request: Request<pb::EraseSubjectRequest>,
+    ) -> Result<Response<pb::EraseSubjectResponse>, Status> {
+        let st = &self.state;
+        let ns = st.auth.scope(&request, &request.get_ref().namespace, Access::Admin).await?;
+        let who = st.auth.caller(&request).await;
+        let r = request.into_inner();
+        let reason = r.reason.trim();
+        if reason.is_empty() {
+            return Err(Status::invalid_argument("reason: is required (it is recorded in the erasure's audit record)"));
+        }
+        if reason.len() > 1000 {
+            return Err(Status::invalid_argument("reason: at most 1000 bytes"));
+        }
+        let mut named = Vec::with_capacity(r.session_ids.len());
+        for (i, id) in r.session_ids.iter().enumerate() {
+            named.push(parse_uuid(&format!("session_ids[{i}]"), id)?);
+        }
+        let agent = convert::ident("agent_id", r.agent_id, st.limits.max_id_bytes)?;
+        let task = convert::ident("task_id", r.task_id, st.limits.max_id_bytes)?;
+        if named.is_empty() && agent.is_none() && task.is_none() {
+            return Err(Status::invalid_argument("session_ids, agent_id or task_id: name the subject's sessions"));
+        }
+        let sessions =
+            st.store.subject_sessions(ns.id, &named, agent.as_deref(), task.as_deref()).await.map_err(|e| match e {
+                memex_store::StoreError::SessionNotFound(id) => {
+                    Status::not_found(format!("session_ids: session {id} does not exist in this namespace"))
+                }
+                e => store_status(&e),
+            })?;
+        if sessions.is_empty() {
+            return Err(Status::not_found("agent_id / task_id: no session of this namespace matches"));
+        }
+        if sessions.len() > MAX_ERASE_SESSIONS {
+            return Err(Status::invalid_argument(format!(
+                "the subject has {} sessions, over the {MAX_ERASE_SESSIONS} one erasure takes: erase by session_ids in parts",
+                sessions.len()
+            )));
+        }
+        let plan = memex_store::ErasurePlan {
+            id: uuid::Uuid::now_v7(),
+            sessions,
+            requested_by: who,
+            reason: reason.to_owned(),
+            dry_run: r.dry_run,
+        };
+        let e = self.eraser.erase(ns.id, plan).await.map_err(|e| store_status(&e))?;
+        let c = &e.counts;
+        Ok(Response::new(pb::EraseSubjectResponse {
+            erasure_id: e.id.to_string(),
+            session_ids: e.sessions.iter().map(ToString::to_string).collect(),
+            dry_run: e.dry_run,
+            events: c.events,
+            artifacts: c.artifacts,
+            embeddings: c.embeddings,
+            packs: c.packs,
+            pack_chunks: c.pack_chunks,
+            manifests: c.manifests,
+            reports: c.reports,
+            memory_facts: c.memory_facts,
+            memory_segments: c.memory_segments,
+            memory_turns: c.memory_turns,
+            memory_topics: c.memory_topics,
+            seq: e.seq,
+        }))
     }
 }

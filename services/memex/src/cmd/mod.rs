@@ -18,6 +18,7 @@ macro_rules! out {
 pub mod admin;
 pub mod client;
 pub mod context;
+pub mod erase;
 pub mod exit;
 pub mod handoff;
 pub mod hook;

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod context;
+mod erase;
 mod errors;
 mod events;
 mod handoff;
