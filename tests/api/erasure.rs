@@ -298,3 +298,86 @@ async fn an_erased_subject_leaves_nothing_behind_and_pointers_still_resolve() {
     assert_eq!(reason, "GDPR art. 17 request 2026-118");
     assert_eq!(sessions.len(), 2);
 }
+
+/// Backdates rows (through the privileged path, as only a test may).
+async fn backdate(store: &memex_store::Store, sql: &str, id: &str) {
+    let mut tx = store.pool().begin().await.unwrap();
+    sqlx::query("SELECT set_config('memex.erasure', 'test', true)").execute(&mut *tx).await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(sql.to_owned())).bind(id).execute(&mut *tx).await.unwrap();
+    tx.commit().await.unwrap();
+}
+
+#[tokio::test]
+async fn retention_drops_old_packs_and_erases_old_sessions_and_keeps_the_rest() {
+    let Some(srv) = TestServer::start_with(|c| c.retention.interval_secs = 1).await else { return };
+    let (_, token) = srv.namespace_with_key("erase", Access::Admin).await;
+    let c = client(&srv, &token).await;
+    // Two sessions of no common task, so that neither's pack quotes the other.
+    let mut ids = Vec::new();
+    for agent in ["a", "b"] {
+        let req = pb::CreateSessionRequest { agent_id: agent.into(), ..Default::default() };
+        ids.push(c.create_session(req).await.unwrap().id);
+    }
+    let (old, new) = (ids[0].clone(), ids[1].clone());
+    for s in [&old, &new] {
+        c.append_events(s, vec![ev("user_message", &format!("status of {s}? {SECRET}"))], None).await.unwrap();
+    }
+    let mut packs = Vec::new();
+    for s in [&old, &new] {
+        let req = pb::BuildPackRequest { session_id: s.clone(), user_message: "status?".into(), ..Default::default() };
+        packs.push(c.build_pack(req).await.unwrap().pack_id);
+    }
+    backdate(
+        &srv.store,
+        "UPDATE context_packs SET created_at = now() - interval '40 days' WHERE id = $1::uuid",
+        &packs[0],
+    )
+    .await;
+    backdate(
+        &srv.store,
+        "UPDATE events SET ingest_time = now() - interval '400 days' WHERE session_id = $1::uuid",
+        &old,
+    )
+    .await;
+    let policy = srv
+        .store
+        .set_retention(
+            "erase",
+            memex_store::RetentionChange { packs_days: Some(Some(30)), events_days: Some(Some(365)) },
+        )
+        .await
+        .unwrap();
+    assert_eq!(policy, memex_store::Retention { packs_days: Some(30), events_days: Some(365) });
+
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let pack_gone = c.get_pack(&packs[0], pb::PackView::Basic).await.is_err();
+        let events =
+            c.get_events(pb::GetEventsRequest { session_id: old.clone(), ..Default::default() }).await.unwrap();
+        if pack_gone && events.events[0].content.starts_with("[erased: erasure") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "retention did not run");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The young pack and session stay.
+    c.get_pack(&packs[1], pb::PackView::Full).await.unwrap();
+    let kept = c.get_events(pb::GetEventsRequest { session_id: new.clone(), ..Default::default() }).await.unwrap();
+    assert!(kept.events[0].content.contains(SECRET));
+    let by: String = sqlx::query_scalar("SELECT requested_by FROM erasures WHERE $1::uuid = ANY(sessions)")
+        .bind(&old)
+        .fetch_one(srv.store.pool())
+        .await
+        .unwrap();
+    assert_eq!(by, "retention policy");
+    // Forever again: nothing more goes.
+    let forever = srv
+        .store
+        .set_retention("erase", memex_store::RetentionChange { packs_days: Some(None), events_days: Some(None) })
+        .await
+        .unwrap();
+    assert_eq!(forever, memex_store::Retention::default());
+    let zero =
+        srv.store.set_retention("erase", memex_store::RetentionChange { packs_days: Some(Some(0)), events_days: None });
+    assert!(zero.await.unwrap_err().to_string().contains("packs_days"));
+}

@@ -1,7 +1,8 @@
-//! What an erasure takes from the stored packs (the store streams them; this reads the stored
-//! format). A pack goes when it belongs to an erased session or quotes one: its stored bytes name
-//! an erased session's id (every item and pointer does). A chunk goes when a pack that goes names
-//! it, or it names an erased session itself, and no pack that stays names it.
+//! What an erasure (or a retention policy) takes from the stored packs (the store streams them;
+//! this reads the stored format). A pack goes when it belongs to an erased session or quotes one
+//! (its stored bytes name an erased session's id: every item and pointer does), or it expired. A
+//! chunk goes when a pack that goes names it, or it names an erased session itself, and no pack
+//! that stays names it.
 use std::collections::HashSet;
 
 use memex_store::PackScan;
@@ -12,6 +13,8 @@ use crate::stored::{ChunkId, Stored, decompress_chunk};
 
 struct Scan {
     sessions: HashSet<Uuid>,
+    /// Packs that go whatever they hold (expired).
+    expired: HashSet<Uuid>,
     needles: Vec<String>,
     /// Chunks whose bytes name an erased session.
     tainted: HashSet<ChunkId>,
@@ -43,8 +46,9 @@ impl PackScan for Scan {
         let bytes = zstd::decode_all(stored).map_err(|e| format!("pack {id}: {e}"))?;
         let chunks = Stored::read(stored).and_then(|s| s.chunk_ids()).map_err(|e| format!("pack {id}: {e}"))?;
         let own = self.sessions.contains(&session);
-        if own || self.names_erased(&bytes) || chunks.iter().any(|c| self.tainted.contains(c)) {
-            if !own {
+        let expired = self.expired.contains(&id);
+        if own || expired || self.names_erased(&bytes) || chunks.iter().any(|c| self.tainted.contains(c)) {
+            if !own && !expired {
                 self.doomed.push(id);
             }
             self.dropped.extend(chunks);
@@ -65,7 +69,17 @@ impl PackScan for Scan {
 impl ContextEngine {
     /// The scan an erasure of `sessions` runs over the stored packs.
     pub fn erasure_scan(&self, sessions: &[Uuid]) -> Box<dyn PackScan> {
+        self.pack_scan(sessions, &[])
+    }
+
+    /// The scan that finds the chunks only `expired` packs name.
+    pub fn expiry_scan(&self, expired: &[Uuid]) -> Box<dyn PackScan> {
+        self.pack_scan(&[], expired)
+    }
+
+    fn pack_scan(&self, sessions: &[Uuid], expired: &[Uuid]) -> Box<dyn PackScan> {
         Box::new(Scan {
+            expired: expired.iter().copied().collect(),
             sessions: sessions.iter().copied().collect(),
             needles: sessions.iter().map(Uuid::to_string).collect(),
             tainted: HashSet::new(),

@@ -35,6 +35,8 @@ pub struct Config {
     /// interpreter, and the reader tools' defaults. Owned by `memex-recall`.
     pub memory: MemoryConfig,
     pub mcp: McpConfig,
+    /// The background job that applies namespaces' retention policies (`memex admin retention`).
+    pub retention: RetentionConfig,
     /// After a shutdown signal, in-flight RPCs get this long to finish before they are cut off.
     pub shutdown_grace_secs: u64,
     pub log: LogConfig,
@@ -145,6 +147,21 @@ pub struct EmbeddingConfig {
 /// Off by default: a second port is opened only when asked for (`memex serve --mcp-http-addr`,
 /// or `http = true`). It is a gRPC client of this server over loopback, forwarding each request's
 /// `Authorization: Bearer`, so `auth` applies to it exactly as to gRPC. Local agents can use
+/// Retention: how often the job runs (on `all` and `worker` processes). The policies themselves
+/// are per namespace, in the database.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetentionConfig {
+    /// Seconds between runs; 0 turns the job off.
+    pub interval_secs: u64,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        RetentionConfig { interval_secs: 3600 }
+    }
+}
+
 /// `memex mcp` (stdio) instead and need no port.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -216,6 +233,7 @@ impl Default for Config {
             context: ContextConfig::default(),
             memory: MemoryConfig::default(),
             mcp: McpConfig::default(),
+            retention: RetentionConfig::default(),
             shutdown_grace_secs: 30,
             log: LogConfig::default(),
         }
@@ -318,7 +336,8 @@ pub enum ConfigError {
 
 /// The top-level keys `MEMEX_*` variables may set; other `MEMEX_*` variables (such as the client's
 /// `MEMEX_API_KEY`) are not configuration and are ignored here.
-const SECTIONS: [&str; 14] = [
+const SECTIONS: [&str; 15] = [
+    "retention",
     "memory",
     "listen",
     "role",

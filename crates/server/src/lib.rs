@@ -15,6 +15,7 @@ mod erasure;
 pub mod flags;
 mod memory;
 pub mod metrics;
+mod retention;
 mod rpc;
 pub mod search;
 mod service;
@@ -272,6 +273,10 @@ pub async fn run_with_mcp(
     let state = Arc::new(state);
     let eraser = erasure::Eraser::new(state.clone());
     let erasure_listener = tokio::spawn(eraser.clone().run());
+    let retention_job = (config.role != config::Role::Api && config.retention.interval_secs > 0).then(|| {
+        let every = std::time::Duration::from_secs(config.retention.interval_secs);
+        tokio::spawn(retention::run(state.clone(), eraser.clone(), every))
+    });
     // tonic refuses messages beyond this outright (OUT_OF_RANGE); up to it, handlers refuse
     // messages over the configured limit with INVALID_ARGUMENT naming the limit.
     let hard_limit = config.limits.max_message_bytes.saturating_mul(2);
@@ -400,6 +405,9 @@ pub async fn run_with_mcp(
     reports_listener.abort();
     keys_listener.abort();
     erasure_listener.abort();
+    if let Some(job) = retention_job {
+        job.abort();
+    }
     readiness.abort();
     if let Some(task) = mcp_task {
         let abort = task.abort_handle();

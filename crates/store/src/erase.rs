@@ -307,7 +307,7 @@ impl Store {
 
 /// Streams the namespace's pack chunks, then its packs, through `scan`, in pages, inside the
 /// erasure's transaction, after locking out pack writes.
-async fn scan_packs(
+pub(crate) async fn scan_packs(
     tx: &mut sqlx::PgConnection,
     namespace_id: Uuid,
     mut scan: Box<dyn PackScan>,

@@ -51,6 +51,23 @@ pub enum AdminCommand {
         #[command(flatten)]
         config: ConfigArgs,
     },
+    /// Show or change a namespace's retention: stored packs older than --packs-days are dropped,
+    /// sessions whose last event is older than --events-days are erased (audited); the job runs
+    /// every `retention.interval_secs` on `all` and `worker` processes. Default: forever.
+    Retention {
+        #[arg(long)]
+        namespace: String,
+        #[arg(long, conflicts_with = "packs_forever")]
+        packs_days: Option<u32>,
+        #[arg(long)]
+        packs_forever: bool,
+        #[arg(long, conflicts_with = "events_forever")]
+        events_days: Option<u32>,
+        #[arg(long)]
+        events_forever: bool,
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
     /// Make sure a namespace exists and `key_file` holds a live admin key for it, creating either
     /// when missing. Idempotent; `make run` uses it for the local `default` namespace.
     Bootstrap {
@@ -107,6 +124,21 @@ pub async fn run(cmd: AdminCommand) -> anyhow::Result<()> {
             let ns = store.namespace(&namespace).await?;
             let k = store.revoke_api_key(&ns, key_id).await?;
             println!("{} revoked", k.id);
+        }
+        AdminCommand::Retention { namespace, packs_days, packs_forever, events_days, events_forever, config } => {
+            let change = |days: Option<u32>, forever: bool| if forever { Some(None) } else { days.map(Some) };
+            let policy = store(&config)
+                .await?
+                .set_retention(
+                    &namespace,
+                    memex_store::RetentionChange {
+                        packs_days: change(packs_days, packs_forever),
+                        events_days: change(events_days, events_forever),
+                    },
+                )
+                .await?;
+            let show = |d: Option<u32>| d.map_or("forever".to_owned(), |d| format!("{d} days"));
+            println!("{namespace}	packs {}	events {}", show(policy.packs_days), show(policy.events_days));
         }
         AdminCommand::Bootstrap { namespace, key_file, config } => {
             let store = store(&config).await?;

@@ -1,0 +1,54 @@
+//! The retention job: every `retention.interval_secs`, for each namespace with a policy, stored
+//! packs past `retain_packs_days` are dropped (with the chunks no other pack names), and sessions
+//! whose last event is past `retain_events_days` are erased through EraseSubject's path (audited
+//! as "retention policy"). Work is taken in slices, so a large backlog takes several runs.
+use std::sync::Arc;
+use std::time::Duration;
+
+use memex_store::ErasurePlan;
+
+use crate::erasure::Eraser;
+use crate::state::AppState;
+
+const SLICE: i64 = 500;
+
+/// Runs one pass over every policy; returns (packs dropped, sessions erased).
+pub async fn run_once(state: &AppState, eraser: &Eraser) -> Result<(u64, u64), memex_store::StoreError> {
+    let (mut packs, mut sessions) = (0, 0);
+    for (ns, policy) in state.store.retention_policies().await? {
+        if let Some(days) = policy.packs_days {
+            let expired = state.store.expired_packs(ns, days, SLICE).await?;
+            if !expired.is_empty() {
+                let scan = state.context.expiry_scan(&expired);
+                let (dropped, chunks) = state.store.drop_packs(ns, &expired, scan).await?;
+                state.context.forget_all();
+                tracing::info!(namespace = %ns, packs = dropped, chunks, days, "retention: packs dropped");
+                packs += dropped;
+            }
+        }
+        if let Some(days) = policy.events_days {
+            let stale = state.store.stale_sessions(ns, days, SLICE).await?;
+            if !stale.is_empty() {
+                let plan = ErasurePlan {
+                    id: uuid::Uuid::now_v7(),
+                    sessions: stale,
+                    requested_by: "retention policy".into(),
+                    reason: format!("events older than {days} days (the namespace's retention)"),
+                    dry_run: false,
+                };
+                sessions += eraser.erase(ns, plan).await?.counts.sessions;
+            }
+        }
+    }
+    Ok((packs, sessions))
+}
+
+/// Runs the job every `every` until the task is aborted.
+pub async fn run(state: Arc<AppState>, eraser: Arc<Eraser>, every: Duration) {
+    loop {
+        tokio::time::sleep(every).await;
+        if let Err(e) = run_once(&state, &eraser).await {
+            tracing::warn!(error = %e, "retention run failed; trying again at the next");
+        }
+    }
+}
