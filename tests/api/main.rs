@@ -7,6 +7,7 @@ mod compaction;
 mod concurrency;
 mod erasure;
 mod events;
+mod faults;
 mod handoff;
 mod mcp;
 mod mcp_inspector;

@@ -103,9 +103,28 @@ fn stored_lines(first: u64, last: u64) -> Option<LineRange> {
     if first == 0 { None } else { LineRange::new(first, last) }
 }
 
+/// Whether every file of the index's live segments matches its checksum. Damaged postings or
+/// term dictionaries otherwise surface as panics inside tantivy (or as wrong answers) when a
+/// query reads them; read once per open, this costs a pass over the index (about a second per
+/// GB) and turns damage into a rebuild from Postgres.
+fn intact(index: &Index, dir: &Path) -> bool {
+    match index.validate_checksum() {
+        Ok(damaged) if damaged.is_empty() => true,
+        Ok(damaged) => {
+            tracing::warn!(dir = %dir.display(), files = ?damaged, "text index files fail their checksums");
+            false
+        }
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot check the text index's checksums");
+            false
+        }
+    }
+}
+
 impl NamespaceIndex {
-    /// Opens the index in `dir`, or creates it empty. A directory of another schema version, or
-    /// one tantivy cannot open, is deleted first: the catch-up then rebuilds it from Postgres.
+    /// Opens the index in `dir`, or creates it empty. A directory of another schema version, one
+    /// tantivy cannot open, or one whose files fail their checksums is deleted first: the
+    /// catch-up then rebuilds it from Postgres.
     /// Returns whether the index was (re)created.
     pub fn open(dir: &Path, ns: Uuid) -> Result<(NamespaceIndex, bool), IndexError> {
         let version_ok = std::fs::read_to_string(dir.join(VERSION_FILE))
@@ -114,7 +133,7 @@ impl NamespaceIndex {
             .is_some_and(|v| v["schema_version"] == SCHEMA_VERSION && v["namespace"] == ns.to_string());
         let existing = if version_ok { Index::open_in_dir(dir).ok() } else { None };
         let (index, created) = match existing {
-            Some(index) if index.schema() == schema().0 => (index, false),
+            Some(index) if index.schema() == schema().0 && intact(&index, dir) => (index, false),
             other => {
                 if other.is_some() || dir.exists() {
                     tracing::warn!(dir = %dir.display(), "text index is missing, of another version or unreadable: rebuilding it from Postgres");
