@@ -20,6 +20,7 @@ async fn client(srv: &TestServer, token: &str) -> Client {
         namespace: "erase".into(),
         api_key: Some(token.into()),
         api_key_file: "/nonexistent".into(),
+        tls_ca: None,
     };
     conn.client().await.unwrap()
 }

@@ -25,6 +25,7 @@ mod standby;
 mod stream;
 mod task_state;
 mod tenancy;
+mod tls;
 mod views;
 mod views_ranked;
 

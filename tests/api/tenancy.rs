@@ -35,6 +35,7 @@ async fn client(srv: &TestServer, ns: &str, token: &str) -> Client {
         namespace: ns.into(),
         api_key: Some(token.into()),
         api_key_file: "/nonexistent".into(),
+        tls_ca: None,
     };
     conn.client().await.unwrap()
 }

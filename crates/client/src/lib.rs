@@ -41,6 +41,10 @@ pub struct Conn {
     /// File holding the API key, used when --api-key is not given.
     #[arg(long, default_value = ".memex/dev.key")]
     pub api_key_file: PathBuf,
+    /// For an https:// endpoint: the CA certificate (PEM) to trust; without it, the system's
+    /// roots.
+    #[arg(long, env = "MEMEX_TLS_CA")]
+    pub tls_ca: Option<PathBuf>,
 }
 
 /// Attaches `authorization: Bearer <key>` to every request (nothing when there is no key, for a
@@ -78,11 +82,22 @@ impl Conn {
 
     /// A connection to the endpoint, for any service's client.
     pub async fn channel(&self) -> Result<Channel, ClientError> {
-        Channel::from_shared(self.endpoint.clone())
-            .map_err(ClientError::Endpoint)?
-            .connect()
-            .await
-            .map_err(|source| ClientError::Connect { endpoint: self.endpoint.clone(), source })
+        let mut endpoint = Channel::from_shared(self.endpoint.clone()).map_err(ClientError::Endpoint)?;
+        if self.endpoint.starts_with("https://") {
+            let tls = match &self.tls_ca {
+                Some(path) => {
+                    let pem = std::fs::read(path)
+                        .map_err(|e| ClientError::Input(format!("--tls-ca {}: {e}", path.display())))?;
+                    tonic::transport::ClientTlsConfig::new()
+                        .ca_certificate(tonic::transport::Certificate::from_pem(pem))
+                }
+                None => tonic::transport::ClientTlsConfig::new().with_native_roots(),
+            };
+            endpoint = endpoint
+                .tls_config(tls)
+                .map_err(|source| ClientError::Connect { endpoint: self.endpoint.clone(), source })?;
+        }
+        endpoint.connect().await.map_err(|source| ClientError::Connect { endpoint: self.endpoint.clone(), source })
     }
 
     /// A [`Client`] of this namespace.
@@ -114,6 +129,7 @@ mod tests {
             namespace: "default".into(),
             api_key: api_key.map(str::to_owned),
             api_key_file: api_key_file.into(),
+            tls_ca: None,
         }
     }
 

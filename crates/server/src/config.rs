@@ -37,6 +37,8 @@ pub struct Config {
     pub mcp: McpConfig,
     /// The background job that applies namespaces' retention policies (`memex admin retention`).
     pub retention: RetentionConfig,
+    /// gRPC over TLS (rustls): off unless a certificate and key are given.
+    pub tls: TlsConfig,
     /// After a shutdown signal, in-flight RPCs get this long to finish before they are cut off.
     pub shutdown_grace_secs: u64,
     pub log: LogConfig,
@@ -147,6 +149,17 @@ pub struct EmbeddingConfig {
 /// Off by default: a second port is opened only when asked for (`memex serve --mcp-http-addr`,
 /// or `http = true`). It is a gRPC client of this server over loopback, forwarding each request's
 /// `Authorization: Bearer`, so `auth` applies to it exactly as to gRPC. Local agents can use
+/// TLS for the gRPC port (and the worker role's health port). PEM files, read at start-up.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TlsConfig {
+    /// The server's certificate chain; with `key_path`, the port speaks only TLS.
+    pub cert_path: String,
+    pub key_path: String,
+    /// Optional: accept only clients with a certificate this CA signed (mutual TLS).
+    pub client_ca_path: String,
+}
+
 /// Retention: how often the job runs (on `all` and `worker` processes). The policies themselves
 /// are per namespace, in the database.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -234,6 +247,7 @@ impl Default for Config {
             memory: MemoryConfig::default(),
             mcp: McpConfig::default(),
             retention: RetentionConfig::default(),
+            tls: TlsConfig::default(),
             shutdown_grace_secs: 30,
             log: LogConfig::default(),
         }
@@ -336,8 +350,9 @@ pub enum ConfigError {
 
 /// The top-level keys `MEMEX_*` variables may set; other `MEMEX_*` variables (such as the client's
 /// `MEMEX_API_KEY`) are not configuration and are ignored here.
-const SECTIONS: [&str; 15] = [
+const SECTIONS: [&str; 16] = [
     "retention",
+    "tls",
     "memory",
     "listen",
     "role",
@@ -395,6 +410,12 @@ impl Config {
         }
         if !self.database.read_url.is_empty() && self.database.read_url.parse::<url::Url>().is_err() {
             return bad("database.read_url is not a URL");
+        }
+        if self.tls.cert_path.is_empty() != self.tls.key_path.is_empty() {
+            return bad("tls.cert_path and tls.key_path go together: set both to serve TLS, or neither");
+        }
+        if !self.tls.client_ca_path.is_empty() && self.tls.cert_path.is_empty() {
+            return bad("tls.client_ca_path needs tls.cert_path and tls.key_path");
         }
         if self.database.max_connections == 0 || self.database.min_connections > self.database.max_connections {
             return bad("database.max_connections must be > 0 and >= database.min_connections");

@@ -60,12 +60,43 @@ pub enum ServerError {
     Background(String),
     #[error("background runtime: {0}")]
     Io(#[from] std::io::Error),
+    #[error("TLS: cannot read {path}: {source}")]
+    TlsFile {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot listen for MCP on {addr}: {source}")]
     McpListen {
         addr: std::net::SocketAddr,
         #[source]
         source: std::io::Error,
     },
+}
+
+/// The server's TLS settings from `config.tls` (None: plain TCP).
+fn tls(config: &Config) -> Result<Option<tonic::transport::ServerTlsConfig>, ServerError> {
+    let t = &config.tls;
+    if t.cert_path.is_empty() {
+        return Ok(None);
+    }
+    let read =
+        |path: &str| std::fs::read(path).map_err(|source| ServerError::TlsFile { path: path.to_owned(), source });
+    let identity = tonic::transport::Identity::from_pem(read(&t.cert_path)?, read(&t.key_path)?);
+    let mut tls = tonic::transport::ServerTlsConfig::new().identity(identity);
+    if !t.client_ca_path.is_empty() {
+        tls = tls.client_ca_root(tonic::transport::Certificate::from_pem(read(&t.client_ca_path)?));
+    }
+    Ok(Some(tls))
+}
+
+/// A server builder, speaking TLS when `config.tls` says so.
+fn server_builder(config: &Config) -> Result<Server, ServerError> {
+    let builder = Server::builder();
+    Ok(match tls(config)? {
+        Some(tls) => builder.tls_config(tls)?,
+        None => builder,
+    })
 }
 
 /// Connects the store described by `config.database`.
@@ -143,7 +174,7 @@ async fn run_worker(
     };
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     tracing::info!(role = "worker", "memex worker running");
-    Server::builder().add_service(health).serve_with_incoming_shutdown(incoming, signal).await?;
+    server_builder(&config)?.add_service(health).serve_with_incoming_shutdown(incoming, signal).await?;
     let cleanup = async {
         for w in workers {
             w.stop().await;
@@ -320,7 +351,7 @@ pub async fn run_with_mcp(
         .build_v1alpha()?;
 
     // One server span per RPC and its duration (rpc.rs); the span replaces tonic's trace_fn.
-    let mut builder = Server::builder().layer(rpc::RpcLayer::new());
+    let mut builder = server_builder(&config)?.layer(rpc::RpcLayer::new());
     if config.limits.default_timeout_secs > 0 {
         builder = builder.timeout(Duration::from_secs(config.limits.default_timeout_secs));
     }
@@ -390,7 +421,7 @@ pub async fn run_with_mcp(
         let _ = fired_tx.send(());
     };
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    tracing::info!(address = ?addr, auth = config.auth.enabled, "memex listening");
+    tracing::info!(address = ?addr, auth = config.auth.enabled, tls = !config.tls.cert_path.is_empty(), "memex listening");
     let server = router.serve_with_incoming_shutdown(incoming, signal);
     tokio::pin!(server);
     tokio::select! {

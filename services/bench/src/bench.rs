@@ -133,6 +133,7 @@ pub async fn connect_or_start(
                 namespace: namespace.to_owned(),
                 api_key: api_key.map(str::to_owned),
                 api_key_file: ".memex/dev.key".into(),
+                tls_ca: None,
             },
             None,
         ),
@@ -402,8 +403,13 @@ pub async fn start_server_with(
             eprintln!("bench server: {e}");
         }
     });
-    let conn =
-        Conn { endpoint: format!("http://{addr}"), namespace, api_key: None, api_key_file: "/nonexistent".into() };
+    let conn = Conn {
+        endpoint: format!("http://{addr}"),
+        namespace,
+        api_key: None,
+        api_key_file: "/nonexistent".into(),
+        tls_ca: None,
+    };
     for _ in 0..100 {
         if tokio::net::TcpStream::connect(addr).await.is_ok() {
             break;

@@ -123,6 +123,7 @@ pub async fn run(args: McpBenchArgs) -> anyhow::Result<()> {
         namespace: ns_name.clone(),
         api_key: Some(key.clone()),
         api_key_file: "/nonexistent".into(),
+        tls_ca: None,
     };
     let mut clients = None;
     for _ in 0..250 {

@@ -56,6 +56,7 @@ async fn serve(db_url: &str, namespace: &str, token: &str, n: usize) -> Replica 
         namespace: namespace.to_owned(),
         api_key: Some(token.to_owned()),
         api_key_file: "/nonexistent".into(),
+        tls_ca: None,
     };
     let started = Instant::now();
     let client = loop {

@@ -59,6 +59,7 @@ pub async fn connect(port: u16, token: &str) -> Client {
         namespace: "crash".into(),
         api_key: Some(token.into()),
         api_key_file: "/nonexistent".into(),
+        tls_ca: None,
     };
     let started = Instant::now();
     loop {

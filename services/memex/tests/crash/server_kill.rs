@@ -41,6 +41,7 @@ async fn streamer(
                 namespace: "crash".into(),
                 api_key: Some(token.clone()),
                 api_key_file: "/nonexistent".into(),
+                tls_ca: None,
             };
             let Ok(channel) = conn.channel().await else {
                 peer.lost().await;

@@ -40,6 +40,7 @@ impl Env {
             namespace: "watch".into(),
             api_key: Some(key),
             api_key_file: "/nonexistent".into(),
+            tls_ca: None,
         };
         let client = conn.client().await.unwrap();
         let dir = std::env::temp_dir().join(format!("memex-watch-{}-{tag}-{}", std::process::id(), srv.addr.port()));
