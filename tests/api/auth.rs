@@ -222,3 +222,56 @@ async fn a_revocation_takes_effect_at_once_on_every_replica() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_rotated_key_works_through_the_overlap_and_then_stops_everywhere() {
+    let srv = server_or_skip!();
+    let other = srv.replica().await;
+    let f = fixture(&srv, "rotate").await;
+    let (_, old_token) = srv.namespace_with_key("rotate", Access::Write).await;
+    let old_id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM api_keys WHERE token_hash = $1")
+        .bind(&memex_store::token_hash(&old_token)[..])
+        .fetch_one(srv.store.pool())
+        .await
+        .unwrap();
+    let get = || pb::GetSessionRequest { namespace: "rotate".into(), session_id: f.session.clone() };
+    let mut here = srv.clients(Some(&old_token)).await;
+    let mut there = other.clients(Some(&old_token)).await;
+    here.sessions.get_session(get()).await.unwrap();
+    there.sessions.get_session(get()).await.unwrap();
+
+    let rotate = |key_id: String, overlap_secs: u32| pb::RotateApiKeyRequest {
+        namespace: "rotate".into(),
+        key_id,
+        overlap_secs,
+    };
+    let r = f.c.admin.clone().rotate_api_key(rotate(old_id.to_string(), 2)).await.unwrap().into_inner();
+    let (new, rotated) = (r.key.unwrap(), r.rotated.unwrap());
+    assert_eq!((new.name.as_str(), new.right), ("test", pb::Right::Write as i32));
+    assert!(rotated.expires_at.is_some());
+    // Both work through the overlap …
+    let mut fresh = other.clients(Some(&r.token)).await;
+    fresh.sessions.get_session(get()).await.unwrap();
+    here.sessions.get_session(get()).await.unwrap();
+    there.sessions.get_session(get()).await.unwrap();
+    // … then the old one stops on both replicas, cached or not; the new one goes on.
+    tokio::time::sleep(std::time::Duration::from_millis(2_300)).await;
+    assert_status(here.sessions.get_session(get()).await, tonic::Code::Unauthenticated, "expired");
+    assert_status(there.sessions.get_session(get()).await, tonic::Code::Unauthenticated, "expired");
+    fresh.sessions.get_session(get()).await.unwrap();
+
+    // An expired key cannot be rotated again; an overlap of 0 stops the old key at once.
+    let again = f.c.admin.clone().rotate_api_key(rotate(old_id.to_string(), 0)).await;
+    assert_status(again, tonic::Code::InvalidArgument, "key_id");
+    let r2 = f.c.admin.clone().rotate_api_key(rotate(new.id.clone(), 0)).await.unwrap().into_inner();
+    // (The other replica hears of it by notification: a moment.)
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    while fresh.sessions.get_session(get()).await.is_ok() {
+        assert!(std::time::Instant::now() < deadline, "the rotated-away key still works on the other replica");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_status(fresh.sessions.get_session(get()).await, tonic::Code::Unauthenticated, "expired");
+    srv.clients(Some(&r2.token)).await.sessions.get_session(get()).await.unwrap();
+    let too_long = f.c.admin.clone().rotate_api_key(rotate(r2.key.unwrap().id, 31 * 24 * 3600)).await;
+    assert_status(too_long, tonic::Code::InvalidArgument, "overlap_secs");
+}

@@ -223,6 +223,16 @@ impl Client {
         Ok(self.admin.clone().revoke_api_key(req).await?.into_inner())
     }
 
+    /// Rotates a key: a new one, and the old one expiring after `overlap_secs`.
+    pub async fn rotate_api_key(
+        &self,
+        key_id: &str,
+        overlap_secs: u32,
+    ) -> Result<pb::RotateApiKeyResponse, ClientError> {
+        let req = pb::RotateApiKeyRequest { namespace: self.ns(), key_id: key_id.to_owned(), overlap_secs };
+        Ok(self.admin.clone().rotate_api_key(req).await?.into_inner())
+    }
+
     /// Erases a data subject's sessions (see `EraseSubject`); `req.dry_run` only counts.
     pub async fn erase_subject(
         &self,

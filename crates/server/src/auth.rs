@@ -109,7 +109,10 @@ impl Auth {
             .try_get_with(hash, async move { store.authenticate(&token).await.map(|k| k.map(Arc::new)) })
             .await
             .map_err(|e: Arc<StoreError>| store_status(&e))?;
-        found.ok_or_else(|| Status::unauthenticated("the API key is not valid (unknown or revoked)"))
+        // A cached key may have expired since (a rotation's overlap ended).
+        found
+            .filter(|k| k.live())
+            .ok_or_else(|| Status::unauthenticated("the API key is not valid (unknown, revoked or expired)"))
     }
 }
 

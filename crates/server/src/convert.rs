@@ -102,6 +102,7 @@ pub fn api_key(k: &ApiKey) -> pb::ApiKey {
         right: right as i32,
         created_at: Some(timestamp(k.created_at)),
         revoked_at: k.revoked_at.map(timestamp),
+        expires_at: k.expires_at.map(timestamp),
     }
 }
 

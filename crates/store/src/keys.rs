@@ -52,6 +52,15 @@ pub struct ApiKey {
     pub access: Access,
     pub created_at: DateTime<Utc>,
     pub revoked_at: Option<DateTime<Utc>>,
+    /// Set by a rotation: the key works until then.
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+impl ApiKey {
+    /// Whether the key may be used now (not revoked, not expired).
+    pub fn live(&self) -> bool {
+        self.revoked_at.is_none() && self.expires_at.is_none_or(|t| t > Utc::now())
+    }
 }
 
 /// A freshly created key and its token, which is shown once and stored nowhere.
@@ -71,12 +80,14 @@ fn new_token() -> String {
     format!("mx_{}{}", Uuid::new_v4().simple(), Uuid::new_v4().simple())
 }
 
-type KeyRow = (Uuid, String, i16, DateTime<Utc>, Option<DateTime<Utc>>, Uuid, String, DateTime<Utc>);
+type KeyRow =
+    (Uuid, String, i16, DateTime<Utc>, Option<DateTime<Utc>>, Option<DateTime<Utc>>, Uuid, String, DateTime<Utc>);
 
-const KEY_COLUMNS: &str = "k.id, k.name, k.access, k.created_at, k.revoked_at, n.id, n.name, n.created_at";
+const KEY_COLUMNS: &str =
+    "k.id, k.name, k.access, k.created_at, k.revoked_at, k.expires_at, n.id, n.name, n.created_at";
 
 fn key_from_row(row: KeyRow) -> Result<ApiKey> {
-    let (id, name, access, created_at, revoked_at, ns_id, ns_name, ns_created) = row;
+    let (id, name, access, created_at, revoked_at, expires_at, ns_id, ns_name, ns_created) = row;
     let access = Access::from_i16(access)
         .ok_or_else(|| StoreError::Database(sqlx::Error::Decode(format!("bad access level {access}").into())))?;
     Ok(ApiKey {
@@ -86,6 +97,7 @@ fn key_from_row(row: KeyRow) -> Result<ApiKey> {
         access,
         created_at,
         revoked_at,
+        expires_at,
     })
 }
 
@@ -104,15 +116,24 @@ impl Store {
         .bind(access as i16)
         .fetch_one(&self.pool)
         .await?;
-        let key =
-            ApiKey { id, namespace: namespace.clone(), name: name.to_owned(), access, created_at, revoked_at: None };
+        let key = ApiKey {
+            id,
+            namespace: namespace.clone(),
+            name: name.to_owned(),
+            access,
+            created_at,
+            revoked_at: None,
+            expires_at: None,
+        };
         Ok(NewApiKey { key, token })
     }
 
     /// The live (unrevoked) key whose token this is, if any.
     #[tracing::instrument(name = "store.authenticate", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "authenticate"))]
     pub async fn authenticate(&self, token: &str) -> Result<Option<ApiKey>> {
-        let sql = const_format_key_query("WHERE k.token_hash = $1 AND k.revoked_at IS NULL");
+        let sql = const_format_key_query(
+            "WHERE k.token_hash = $1 AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())",
+        );
         let row: Option<KeyRow> =
             sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&token_hash(token)[..]).fetch_optional(&self.pool).await?;
         row.map(key_from_row).transpose()
@@ -124,6 +145,39 @@ impl Store {
         let rows: Vec<KeyRow> =
             sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(namespace.id).fetch_all(&self.pool).await?;
         rows.into_iter().map(key_from_row).collect()
+    }
+
+    /// Rotates a live key: a new key of the same name and rights, and the old one expiring after
+    /// `overlap` (at once when zero; never later than an expiry it already had), so that clients
+    /// can move to the new token without a moment where neither works.
+    #[tracing::instrument(name = "store.rotate_api_key", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "rotate_api_key"))]
+    pub async fn rotate_api_key(
+        &self,
+        namespace: &Namespace,
+        key_id: Uuid,
+        overlap: std::time::Duration,
+    ) -> Result<(NewApiKey, ApiKey)> {
+        let sql = const_format_key_query("WHERE k.id = $1 AND k.namespace_id = $2");
+        let row: Option<KeyRow> =
+            sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(key_id).bind(namespace.id).fetch_optional(&self.pool).await?;
+        let old = row.map(key_from_row).transpose()?.ok_or(StoreError::KeyNotFound(key_id))?;
+        if !old.live() {
+            return Err(memex_event::FieldError::new("key_id", format!("key {key_id} is revoked or expired")).into());
+        }
+        let created = self.create_api_key(namespace, &old.name, old.access).await?;
+        let secs = overlap.as_secs_f64();
+        sqlx::query(
+            "UPDATE api_keys SET expires_at = LEAST(coalesce(expires_at, 'infinity'), now() + make_interval(secs => $3))
+             WHERE id = $1 AND namespace_id = $2",
+        )
+        .bind(key_id)
+        .bind(namespace.id)
+        .bind(secs)
+        .execute(&self.pool)
+        .await?;
+        let sql = const_format_key_query("WHERE k.id = $1");
+        let row: KeyRow = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(key_id).fetch_one(&self.pool).await?;
+        Ok((created, key_from_row(row)?))
     }
 
     /// Revokes a key (idempotent: revoking twice keeps the first revocation time).

@@ -22,6 +22,9 @@ impl Admin {
     }
 }
 
+/// The longest overlap of a rotation.
+const MAX_OVERLAP_SECS: u32 = 30 * 24 * 3600;
+
 /// The most sessions one erasure takes (a larger subject: several requests).
 const MAX_ERASE_SESSIONS: usize = 10_000;
 
@@ -61,6 +64,30 @@ impl AdminService for Admin {
         let key = st.store.revoke_api_key(&ns, id).await.map_err(|e| store_status(&e))?;
         tracing::info!(namespace = %ns.name, key_id = %id, "api key revoked");
         Ok(Response::new(convert::api_key(&key)))
+    }
+
+    async fn rotate_api_key(
+        &self,
+        request: Request<pb::RotateApiKeyRequest>,
+    ) -> Result<Response<pb::RotateApiKeyResponse>, Status> {
+        let st = &self.state;
+        let ns = st.auth.scope(&request, &request.get_ref().namespace, Access::Admin).await?;
+        let id = parse_uuid("key_id", &request.get_ref().key_id)?;
+        let overlap = request.get_ref().overlap_secs;
+        if overlap > MAX_OVERLAP_SECS {
+            return Err(Status::invalid_argument(format!("overlap_secs: at most {MAX_OVERLAP_SECS} (30 days)")));
+        }
+        let (new, old) = st
+            .store
+            .rotate_api_key(&ns, id, std::time::Duration::from_secs(u64::from(overlap)))
+            .await
+            .map_err(|e| store_status(&e))?;
+        tracing::info!(namespace = %ns.name, key_id = %id, new_key_id = %new.key.id, overlap, "api key rotated");
+        Ok(Response::new(pb::RotateApiKeyResponse {
+            key: Some(convert::api_key(&new.key)),
+            token: new.token,
+            rotated: Some(convert::api_key(&old)),
+        }))
     }
 
     async fn erase_subject(

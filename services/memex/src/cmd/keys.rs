@@ -22,7 +22,16 @@ pub enum KeyCommand {
         #[command(flatten)]
         args: ClientArgs,
     },
-    /// Revoke a key (it stops working within the server's key-cache TTL).
+    /// Rotate a key: prints the new key's token; the old key works for --overlap-secs more.
+    Rotate {
+        #[command(flatten)]
+        args: ClientArgs,
+        key_id: String,
+        /// How long the old key keeps working (0: it stops at once).
+        #[arg(long, default_value_t = 3600)]
+        overlap_secs: u32,
+    },
+    /// Revoke a key (it stops working at once, on every replica).
     Revoke {
         #[command(flatten)]
         args: ClientArgs,
@@ -34,7 +43,9 @@ fn key_line(k: &pb::ApiKey) -> String {
     let right = out::enum_name(k.right().as_str_name(), "RIGHT_");
     let revoked =
         if k.revoked_at.is_some() { format!("  revoked {}", out::time(&k.revoked_at)) } else { String::new() };
-    format!("{}  {}  {right}  {}{revoked}", k.id, k.name, out::time(&k.created_at))
+    let expires =
+        if k.expires_at.is_some() { format!("  expires {}", out::time(&k.expires_at)) } else { String::new() };
+    format!("{}  {}  {right}  {}{revoked}{expires}", k.id, k.name, out::time(&k.created_at))
 }
 
 pub async fn key(cmd: KeyCommand) -> anyhow::Result<()> {
@@ -62,6 +73,19 @@ pub async fn key(cmd: KeyCommand) -> anyhow::Result<()> {
                     outln!("{}", key_line(&k));
                 }
             }
+        }
+        KeyCommand::Rotate { args, key_id, overlap_secs } => {
+            let r = args.client().await?.rotate_api_key(&key_id, overlap_secs).await?;
+            if args.json() {
+                return out::print_json(&out::to_json(&r, "RotateApiKeyResponse")?);
+            }
+            if let Some(old) = &r.rotated {
+                eprintln!("old {}", key_line(old));
+            }
+            if let Some(k) = &r.key {
+                eprintln!("new {}", key_line(k));
+            }
+            outln!("{}", r.token);
         }
         KeyCommand::Revoke { args, key_id } => {
             let k = args.client().await?.revoke_api_key(&key_id).await?;

@@ -79,6 +79,14 @@ async fn api_keys_over_the_api() {
     let denied = ro.run(&["session", "create", "--agent", "a"]).await;
     assert_eq!(denied.fails(3), "memex: PERMISSION_DENIED: this API key has read access; this call needs write\n");
 
+    // Rotation: a new token at once; the old key expires after the overlap (0: at once).
+    let rotated = admin.run(&["key", "rotate", &id, "--overlap-secs", "0"]).await;
+    let new_token = rotated.ok().trim().to_owned();
+    assert!(new_token.starts_with("mx_") && new_token != token, "{}", rotated.stdout);
+    assert!(rotated.stderr.contains("expires"), "{}", rotated.stderr);
+    admin.with_key(Some(&new_token)).run(&["session", "list"]).await.ok();
+    ro.run(&["session", "list"]).await.fails(3);
+
     let revoked = admin.run(&["key", "revoke", &id]).await;
     assert!(revoked.ok().contains("  revoked "), "{}", revoked.stdout);
     let text = admin.run(&["key", "list"]).await;
