@@ -73,7 +73,7 @@ impl Eraser {
         self.state.views.forget_all();
         self.state.context.forget_all();
         for entry in log {
-            if let Some(search) = &self.state.search
+            if let Some(search) = self.state.search.as_ref().filter(|_| !entry.sessions.is_empty())
                 && let Err(e) = search.forget_sessions(entry.namespace_id, &entry.sessions).await
             {
                 tracing::warn!(error = %e, seq = entry.seq, "cannot drop erased sessions from the index; retrying later");

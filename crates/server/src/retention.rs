@@ -20,8 +20,11 @@ pub async fn run_once(state: &AppState, eraser: &Eraser) -> Result<(u64, u64), m
             let expired = state.store.expired_packs(ns, days, SLICE).await?;
             if !expired.is_empty() {
                 let scan = state.context.expiry_scan(&expired);
-                let (dropped, chunks) = state.store.drop_packs(ns, &expired, scan).await?;
-                state.context.forget_all();
+                let reason = format!("packs older than {days} days (the namespace's retention)");
+                let (dropped, chunks) = state.store.drop_packs(ns, &expired, scan, &reason).await?;
+                // Here at once (every replica also on the log's notice): the chunks this process
+                // knew to be stored may be gone.
+                eraser.apply().await;
                 tracing::info!(namespace = %ns, packs = dropped, chunks, days, "retention: packs dropped");
                 packs += dropped;
             }

@@ -3,7 +3,9 @@
 //! pointer anyone holds still resolves, to a tombstone; their text, artifacts and metadata go,
 //! with everything derived from them in Postgres, in one transaction that also writes the audit
 //! record. Replicas learn of it by the `memex_erasure` notification (and the `erasures` table, if
-//! they missed it) and drop their own derived state: index documents, caches.
+//! they missed it) and drop their own derived state: index documents, caches. Retention's
+//! dropping of expired packs writes to the same log (with no sessions), so that replicas forget
+//! the pack chunks they knew to be stored.
 use uuid::Uuid;
 
 use crate::{Result, Store};
@@ -187,21 +189,7 @@ impl Store {
             Some(scan) => scan_packs(&mut tx, namespace_id, scan).await?,
             None => (Vec::new(), Vec::new()),
         };
-        c.packs =
-            sqlx::query("DELETE FROM context_packs WHERE namespace_id = $1 AND (session_id = ANY($2) OR id = ANY($3))")
-                .bind(namespace_id)
-                .bind(s)
-                .bind(&packs)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-        let chunks: Vec<&[u8]> = chunks.iter().map(|c| &c[..]).collect();
-        c.pack_chunks = sqlx::query("DELETE FROM pack_chunks WHERE namespace_id = $1 AND id = ANY($2)")
-            .bind(namespace_id)
-            .bind(&chunks)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+        (c.packs, c.pack_chunks) = delete_packs(&mut tx, namespace_id, s, &packs, &chunks).await?;
         run("DELETE FROM window_evictions WHERE namespace_id = $1 AND session_id = ANY($2)").execute(&mut *tx).await?;
         c.manifests = run("DELETE FROM pointer_manifests WHERE namespace_id = $1 AND session_id = ANY($2)")
             .execute(&mut *tx)
@@ -272,22 +260,10 @@ impl Store {
             tx.rollback().await?;
             return Ok(Erasure { id, seq: 0, sessions: ids, counts: c, dry_run: true });
         }
-        let counts = c.to_json();
-        let seq: i64 = sqlx::query_scalar(
-            "INSERT INTO erasures (id, namespace_id, requested_by, reason, sessions, counts)
-             VALUES ($1, $2, $3, $4, $5, $6) RETURNING seq",
-        )
-        .bind(id)
-        .bind(namespace_id)
-        .bind(&plan.requested_by)
-        .bind(&plan.reason)
-        .bind(&ids)
-        .bind(&counts)
-        .fetch_one(&mut *tx)
-        .await?;
-        sqlx::query("SELECT pg_notify('memex_erasure', $1)").bind(seq.to_string()).execute(&mut *tx).await?;
+        let entry = LogEntry { id, requested_by: &plan.requested_by, reason: &plan.reason, sessions: &ids };
+        let seq = log_erasure(&mut tx, namespace_id, entry, c.to_json()).await?;
         tx.commit().await?;
-        Ok(Erasure { id, seq: seq as u64, sessions: ids, counts: c, dry_run: false })
+        Ok(Erasure { id, seq, sessions: ids, counts: c, dry_run: false })
     }
 
     /// The erasure log after `seq`, oldest first.
@@ -303,6 +279,65 @@ impl Store {
             .map(|(seq, namespace_id, sessions)| ErasureEntry { seq: seq as u64, namespace_id, sessions })
             .collect())
     }
+}
+
+/// Deletes the stored packs of `sessions` and those named, and the chunks named; returns how
+/// many of each.
+pub(crate) async fn delete_packs(
+    tx: &mut sqlx::PgConnection,
+    namespace_id: Uuid,
+    sessions: &[Uuid],
+    packs: &[Uuid],
+    chunks: &[[u8; 16]],
+) -> Result<(u64, u64)> {
+    let dropped =
+        sqlx::query("DELETE FROM context_packs WHERE namespace_id = $1 AND (session_id = ANY($2) OR id = ANY($3))")
+            .bind(namespace_id)
+            .bind(sessions)
+            .bind(packs)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+    let chunks: Vec<&[u8]> = chunks.iter().map(|c| &c[..]).collect();
+    let gone = sqlx::query("DELETE FROM pack_chunks WHERE namespace_id = $1 AND id = ANY($2)")
+        .bind(namespace_id)
+        .bind(&chunks)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    Ok((dropped, gone))
+}
+
+/// Who removed what, for the erasure log.
+pub(crate) struct LogEntry<'a> {
+    pub id: Uuid,
+    pub requested_by: &'a str,
+    pub reason: &'a str,
+    pub sessions: &'a [Uuid],
+}
+
+/// Writes the audit row and tells every replica (`memex_erasure`), in the caller's transaction;
+/// returns its seq in the log.
+pub(crate) async fn log_erasure(
+    tx: &mut sqlx::PgConnection,
+    namespace_id: Uuid,
+    e: LogEntry<'_>,
+    counts: serde_json::Value,
+) -> Result<u64> {
+    let seq: i64 = sqlx::query_scalar(
+        "INSERT INTO erasures (id, namespace_id, requested_by, reason, sessions, counts)
+         VALUES ($1, $2, $3, $4, $5, $6) RETURNING seq",
+    )
+    .bind(e.id)
+    .bind(namespace_id)
+    .bind(e.requested_by)
+    .bind(e.reason)
+    .bind(e.sessions)
+    .bind(&counts)
+    .fetch_one(&mut *tx)
+    .await?;
+    sqlx::query("SELECT pg_notify('memex_erasure', $1)").bind(seq.to_string()).execute(&mut *tx).await?;
+    Ok(seq as u64)
 }
 
 /// Streams the namespace's pack chunks, then its packs, through `scan`, in pages, inside the

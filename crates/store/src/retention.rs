@@ -3,7 +3,7 @@
 //! [`Store::drop_packs`].
 use uuid::Uuid;
 
-use crate::erase::{PackScan, scan_packs};
+use crate::erase::{LogEntry, PackScan, delete_packs, log_erasure, scan_packs};
 use crate::{Result, Store, StoreError};
 
 /// How long a namespace keeps things (None: forever).
@@ -97,24 +97,23 @@ impl Store {
     }
 
     /// Deletes stored packs (and the chunks `scan` finds no remaining pack names), through the
-    /// privileged path of the append-only tables. Returns (packs, chunks) deleted.
-    pub async fn drop_packs(&self, namespace_id: Uuid, packs: &[Uuid], scan: Box<dyn PackScan>) -> Result<(u64, u64)> {
+    /// privileged path of the append-only tables, and logs it as an erasure with no sessions, so
+    /// that every replica forgets the chunks it knew to be stored. Returns (packs, chunks).
+    pub async fn drop_packs(
+        &self,
+        namespace_id: Uuid,
+        packs: &[Uuid],
+        scan: Box<dyn PackScan>,
+        reason: &str,
+    ) -> Result<(u64, u64)> {
+        let id = Uuid::now_v7();
         let mut tx = self.pool.begin().await?;
-        sqlx::query("SELECT set_config('memex.erasure', 'retention', true)").execute(&mut *tx).await?;
+        sqlx::query("SELECT set_config('memex.erasure', $1, true)").bind(id.to_string()).execute(&mut *tx).await?;
         let (_, chunks) = scan_packs(&mut tx, namespace_id, scan).await?;
-        let dropped = sqlx::query("DELETE FROM context_packs WHERE namespace_id = $1 AND id = ANY($2)")
-            .bind(namespace_id)
-            .bind(packs)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        let chunks: Vec<&[u8]> = chunks.iter().map(|c| &c[..]).collect();
-        let gone = sqlx::query("DELETE FROM pack_chunks WHERE namespace_id = $1 AND id = ANY($2)")
-            .bind(namespace_id)
-            .bind(&chunks)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+        let (dropped, gone) = delete_packs(&mut tx, namespace_id, &[], packs, &chunks).await?;
+        let entry = LogEntry { id, requested_by: "retention policy", reason, sessions: &[] };
+        let counts = serde_json::json!({"packs": dropped, "pack_chunks": gone});
+        log_erasure(&mut tx, namespace_id, entry, counts).await?;
         tx.commit().await?;
         Ok((dropped, gone))
     }
