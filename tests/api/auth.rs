@@ -176,6 +176,15 @@ async fn with_auth_off_namespaces_are_open_but_must_exist() {
     assert_status(missing, tonic::Code::NotFound, "namespace");
 }
 
+/// The id of the key whose token this is.
+async fn key_id(srv: &memex_tests::TestServer, token: &str) -> uuid::Uuid {
+    sqlx::query_scalar("SELECT id FROM api_keys WHERE token_hash = $1")
+        .bind(&memex_store::token_hash(token)[..])
+        .fetch_one(srv.store.pool())
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn a_revocation_takes_effect_at_once_on_every_replica() {
     // The default cache lifetime (30 s): only the revocation notice can make this pass in time.
@@ -185,12 +194,7 @@ async fn a_revocation_takes_effect_at_once_on_every_replica() {
     let mut keys = Vec::new();
     for name in ["by-rpc", "by-admin"] {
         let (_, token) = srv.namespace_with_key("revoke", Access::Read).await;
-        let id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM api_keys WHERE token_hash = $1")
-            .bind(&memex_store::token_hash(&token)[..])
-            .fetch_one(srv.store.pool())
-            .await
-            .unwrap();
-        keys.push((name, id, token));
+        keys.push((name, key_id(&srv, &token).await, token));
     }
     let get = |ns: &str| pb::GetSessionRequest { namespace: ns.into(), session_id: f.session.clone() };
     for (name, id, token) in &keys {
@@ -229,11 +233,7 @@ async fn a_rotated_key_works_through_the_overlap_and_then_stops_everywhere() {
     let other = srv.replica().await;
     let f = fixture(&srv, "rotate").await;
     let (_, old_token) = srv.namespace_with_key("rotate", Access::Write).await;
-    let old_id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM api_keys WHERE token_hash = $1")
-        .bind(&memex_store::token_hash(&old_token)[..])
-        .fetch_one(srv.store.pool())
-        .await
-        .unwrap();
+    let old_id = key_id(&srv, &old_token).await;
     let get = || pb::GetSessionRequest { namespace: "rotate".into(), session_id: f.session.clone() };
     let mut here = srv.clients(Some(&old_token)).await;
     let mut there = other.clients(Some(&old_token)).await;

@@ -3,27 +3,16 @@
 //! while every pointer still resolves (to a tombstone) and everyone else's data stays.
 use std::time::Duration;
 
-use memex_client::{Client, Conn};
+use memex_client::Client;
 use memex_proto::v1 as pb;
 use memex_store::Access;
 use memex_tests::{TestServer, memory_on};
 use tonic::Code;
 
 use crate::compaction::{call, output};
-use crate::ev;
+use crate::{client, ev};
 
 const SECRET: &str = "quetzalcoatl-4471";
-
-async fn client(srv: &TestServer, token: &str) -> Client {
-    let conn = Conn {
-        endpoint: srv.endpoint(),
-        namespace: "erase".into(),
-        api_key: Some(token.into()),
-        api_key_file: "/nonexistent".into(),
-        tls_ca: None,
-    };
-    conn.client().await.unwrap()
-}
 
 /// A session of `agent` in task "t": a pack for one session of a task retrieves from all of them.
 async fn session(c: &Client, agent: &str) -> String {
@@ -65,10 +54,10 @@ async fn rows_containing(store: &memex_store::Store, needle: &str) -> Vec<String
 async fn an_erased_subject_leaves_nothing_behind_and_pointers_still_resolve() {
     let Some(srv) = TestServer::start_with(memory_on).await else { return };
     let (ns, token) = srv.namespace_with_key("erase", Access::Admin).await;
-    let c = client(&srv, &token).await;
+    let c = client(&srv, "erase", &token).await;
     let other = srv.replica().await;
     let (_, other_token) = other.namespace_with_key("erase", Access::Read).await;
-    let co = client(&other, &other_token).await;
+    let co = client(&other, "erase", &other_token).await;
 
     // The subject: a live session and an imported trace, both of agent "subject".
     let s1 = session(&c, "subject").await;
@@ -204,7 +193,7 @@ async fn an_erased_subject_leaves_nothing_behind_and_pointers_still_resolve() {
     assert!(!hits(&c, SECRET).await.is_empty(), "a dry run erases nothing");
     // Only an admin may erase, and only with a reason.
     let (_, writer) = srv.namespace_with_key("erase", Access::Write).await;
-    let denied = client(&srv, &writer).await.erase_subject(erase(false)).await;
+    let denied = client(&srv, "erase", &writer).await.erase_subject(erase(false)).await;
     assert_eq!(denied.unwrap_err().code(), Code::PermissionDenied);
     let no_reason = c.erase_subject(pb::EraseSubjectRequest { agent_id: "subject".into(), ..Default::default() }).await;
     assert!(no_reason.unwrap_err().to_string().contains("reason"));
@@ -312,7 +301,7 @@ async fn backdate(store: &memex_store::Store, sql: &str, id: &str) {
 async fn retention_drops_old_packs_and_erases_old_sessions_and_keeps_the_rest() {
     let Some(srv) = TestServer::start_with(|c| c.retention.interval_secs = 1).await else { return };
     let (_, token) = srv.namespace_with_key("erase", Access::Admin).await;
-    let c = client(&srv, &token).await;
+    let c = client(&srv, "erase", &token).await;
     // Two sessions of no common task, so that neither's pack quotes the other.
     let mut ids = Vec::new();
     for agent in ["a", "b"] {

@@ -64,6 +64,18 @@ pub async fn fixture_with(srv: &TestServer, ns: &str, access: Access) -> Fixture
     Fixture { ns: ns.into(), c, session, token: format!("Bearer {token}") }
 }
 
+/// A `memex_client::Client` of namespace `ns` on `srv`, sending `token`.
+pub async fn client(srv: &TestServer, ns: &str, token: &str) -> memex_client::Client {
+    let conn = memex_client::Conn {
+        endpoint: srv.endpoint(),
+        namespace: ns.into(),
+        api_key: Some(token.into()),
+        api_key_file: "/nonexistent".into(),
+        tls_ca: None,
+    };
+    conn.client().await.unwrap()
+}
+
 pub fn ev(kind: &str, content: &str) -> pb::EventInput {
     pb::EventInput { kind: kind.into(), content: content.into(), ..Default::default() }
 }

@@ -4,15 +4,15 @@
 //! chose makes a difference to what this one may create.
 use std::time::Duration;
 
-use memex_client::{Client, ClientError, Conn};
+use memex_client::{Client, ClientError};
 use memex_proto::v1 as pb;
 use memex_store::Access;
 use memex_tests::{TestServer, memory_on};
 use tonic::Code;
 
 use crate::compaction::{call, output};
-use crate::ev;
 use crate::task_state::state;
+use crate::{client, ev};
 
 /// What tenant A holds; every string here must stay invisible to tenant B.
 struct Victim {
@@ -28,17 +28,6 @@ struct Victim {
 }
 
 const SECRET: &str = "zanzibar-7731";
-
-async fn client(srv: &TestServer, ns: &str, token: &str) -> Client {
-    let conn = Conn {
-        endpoint: srv.endpoint(),
-        namespace: ns.into(),
-        api_key: Some(token.into()),
-        api_key_file: "/nonexistent".into(),
-        tls_ca: None,
-    };
-    conn.client().await.unwrap()
-}
 
 async fn victim(srv: &TestServer, a: &Client) -> Victim {
     let session = a

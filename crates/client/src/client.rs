@@ -140,6 +140,27 @@ impl Client {
         Ok(self.events.clone().get_events(req).await?.into_inner())
     }
 
+    /// Every event of a session, in seq order, across pages.
+    pub async fn session_events(&self, session_id: &str) -> Result<Vec<pb::Event>, ClientError> {
+        let mut out = Vec::new();
+        let mut token = String::new();
+        loop {
+            let page = self
+                .get_events(pb::GetEventsRequest {
+                    session_id: session_id.to_owned(),
+                    page_size: 1000,
+                    page_token: std::mem::take(&mut token),
+                    ..Default::default()
+                })
+                .await?;
+            out.extend(page.events);
+            if page.next_page_token.is_empty() {
+                return Ok(out);
+            }
+            token = page.next_page_token;
+        }
+    }
+
     /// Writes an artifact's bytes to `out`; returns its metadata.
     pub async fn get_artifact(&self, artifact_id: &str, out: &mut impl Write) -> Result<pb::ArtifactRef, ClientError> {
         let req = pb::GetArtifactRequest { namespace: self.ns(), artifact_id: artifact_id.to_owned() };

@@ -44,7 +44,7 @@ impl PackScan for Scan {
 
     fn pack(&mut self, id: Uuid, session: Uuid, stored: &[u8]) -> Result<(), String> {
         let bytes = zstd::decode_all(stored).map_err(|e| format!("pack {id}: {e}"))?;
-        let chunks = Stored::read(stored).and_then(|s| s.chunk_ids()).map_err(|e| format!("pack {id}: {e}"))?;
+        let chunks = Stored::parse(&bytes).and_then(|s| s.chunk_ids()).map_err(|e| format!("pack {id}: {e}"))?;
         let own = self.sessions.contains(&session);
         let expired = self.expired.contains(&id);
         if own || expired || self.names_erased(&bytes) || chunks.iter().any(|c| self.tainted.contains(c)) {

@@ -222,15 +222,19 @@ impl Stored {
     /// Reads a row's stored bytes. Packs stored whole (before chunking, and before that with
     /// their text as well) come back at once, their text rebuilt when it was left out.
     pub(crate) fn read(stored: &[u8]) -> Result<Stored> {
-        let bytes = zstd::decode_all(stored).map_err(|e| corrupt(e.to_string()))?;
+        Self::parse(&zstd::decode_all(stored).map_err(|e| corrupt(e.to_string()))?)
+    }
+
+    /// [`Stored::read`] of bytes already decompressed.
+    pub(crate) fn parse(bytes: &[u8]) -> Result<Stored> {
         if !bytes.starts_with(b"{\"v\":") {
-            let mut pack: RetrievalPack = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
+            let mut pack: RetrievalPack = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
             if pack.text.is_empty() {
                 pack.text = RetrievalPack::joined(&pack.blocks);
             }
             return Ok(Stored::Whole(pack));
         }
-        let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
+        let m: Manifest = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
         if m.v != MANIFEST_VERSION {
             return Err(corrupt(format!("unknown stored-pack version {}", m.v)));
         }

@@ -193,30 +193,9 @@ impl Drop for Guard<'_> {
     }
 }
 
-pub async fn all_events(c: &Client, session: &str) -> Vec<pb::Event> {
-    let mut out = Vec::new();
-    let mut token = String::new();
-    loop {
-        let page = c
-            .get_events(pb::GetEventsRequest {
-                session_id: session.into(),
-                page_size: 1000,
-                page_token: std::mem::take(&mut token),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-        out.extend(page.events);
-        if page.next_page_token.is_empty() {
-            return out;
-        }
-        token = page.next_page_token;
-    }
-}
-
 /// A session holds exactly `batches`, in order, gapless from seq 1, byte for byte.
 pub async fn assert_exactly(c: &Client, session: &str, batches: &[Vec<pb::EventInput>], who: &str) {
-    let stored = all_events(c, session).await;
+    let stored = c.session_events(session).await.unwrap();
     let sent: Vec<&pb::EventInput> = batches.iter().flatten().collect();
     assert_eq!(stored.len(), sent.len(), "{who}: {} events stored, {} committed", stored.len(), sent.len());
     for (i, (got, want)) in stored.iter().zip(&sent).enumerate() {

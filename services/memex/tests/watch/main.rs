@@ -96,24 +96,7 @@ impl Env {
 
     /// Every event of a session, in seq order.
     pub async fn events(&self, session: &str) -> Vec<pb::Event> {
-        let mut out = Vec::new();
-        let mut token = String::new();
-        loop {
-            let page = self
-                .client
-                .get_events(pb::GetEventsRequest {
-                    session_id: session.into(),
-                    page_token: std::mem::take(&mut token),
-                    ..Default::default()
-                })
-                .await
-                .unwrap();
-            out.extend(page.events);
-            if page.next_page_token.is_empty() {
-                return out;
-            }
-            token = page.next_page_token;
-        }
+        self.client.session_events(session).await.unwrap()
     }
 
     /// Waits until `session` holds `n` events (panics past `timeout`, or if it holds more).
