@@ -15,7 +15,7 @@ CARGO             ?= cargo
 BIN               := $${CARGO_TARGET_DIR:-target}/release/memex
 BENCH_BIN         := $${CARGO_TARGET_DIR:-target}/release/memex-bench
 
-.PHONY: run test setup toolchain db model mcp-inspector promtool k8s-tools deploy-manifests image-rootfs build release release-bench lint fmt bench-ingest clean-test-dbs
+.PHONY: run test setup toolchain db model mcp-inspector promtool k8s-tools faketime deploy-manifests image-rootfs build release release-bench lint fmt bench-ingest clean-test-dbs
 
 run: setup release
 	$(BIN) model distill
@@ -23,7 +23,7 @@ run: setup release
 	@echo "API key for namespace 'default' is in .memex/dev.key"
 	$(BIN) serve --database-url $(DATABASE_URL) --mcp-http-addr 127.0.0.1:50052
 
-test: setup mcp-inspector promtool k8s-tools
+test: setup mcp-inspector promtool k8s-tools faketime
 	$(CARGO) run --locked -q -p memex -- model distill
 	TEST_DATABASE_URL=$(TEST_DATABASE_URL) TEST_STANDBY_URL=$(TEST_STANDBY_URL) $(CARGO) test --workspace --locked
 
@@ -46,6 +46,10 @@ mcp-inspector:
 # deploy/prometheus/alerts.yaml with it.
 promtool:
 	@bash scripts/install-promtool.sh
+
+# libfaketime (Debian's faketime): replicas with skewed clocks in services/memex/tests/crash.
+faketime:
+	@bash scripts/install-faketime.sh
 
 # helm and kubectl (tools/k8s/bin), for the deploy/ tests (tests/deploy).
 k8s-tools:

@@ -242,3 +242,203 @@ async fn a_slow_or_flapping_network_to_postgres_gives_deadlines_and_unavailable_
     assert_eq!(events.last().unwrap().content, "after the network is back");
     assert!(events.iter().enumerate().all(|(i, e)| e.seq == i as u64 + 1), "gapless");
 }
+
+/// An exhausted connection pool: every connection is held by a statement waiting on a lock, so
+/// further calls get none within `acquire_timeout`. They answer `UNAVAILABLE` with a retry hint
+/// and have done nothing; the ones holding connections finish once the lock goes; the server
+/// serves on without a restart.
+#[tokio::test]
+async fn an_exhausted_pool_answers_unavailable_with_a_retry_hint_and_recovers() {
+    use sqlx::Connection;
+    let Some(srv) = TestServer::start_with(|c| {
+        c.database.max_connections = 3;
+        c.database.acquire_timeout_secs = 1;
+    })
+    .await
+    else {
+        return;
+    };
+    let url = srv.config.database.url.clone();
+    let f = fixture(&srv, "pool").await;
+    let sessions = f.c.sessions.clone();
+    let ns = f.ns.clone();
+    let mut locker = sqlx::PgConnection::connect(&url).await.unwrap();
+    const COUNT: &str = "SELECT count(*) FROM sessions s JOIN namespaces n ON n.id = s.namespace_id WHERE n.name = $1";
+    let before: i64 = sqlx::query_scalar(COUNT).bind(&ns).fetch_one(&mut locker).await.unwrap();
+
+    // Hold the sessions table: creating a session waits on the lock, holding its connection.
+    sqlx::query("BEGIN").execute(&mut locker).await.unwrap();
+    sqlx::query("LOCK TABLE sessions IN ACCESS EXCLUSIVE MODE").execute(&mut locker).await.unwrap();
+    let create = |i: usize| {
+        let (mut s, ns) = (sessions.clone(), ns.clone());
+        tokio::spawn(async move {
+            let req =
+                pb::CreateSessionRequest { namespace: ns, agent_id: format!("waiting-{i}"), ..Default::default() };
+            s.create_session(req).await
+        })
+    };
+    let waiting: Vec<_> = (0..8).map(create).collect();
+    // Past the pool's wait, while the lock is still held.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let mut refused = 0;
+    let mut refusals = Vec::new();
+    let mut pending = Vec::new();
+    for h in waiting {
+        if h.is_finished() {
+            refusals.push(h.await.unwrap());
+        } else {
+            pending.push(h);
+        }
+    }
+    for r in &refusals {
+        let s = r.as_ref().expect_err("nothing can be created while the table is locked");
+        assert_eq!(s.code(), tonic::Code::Unavailable, "{s:?}");
+        assert!(s.message().contains("no database connection came free"), "{s:?}");
+        assert!(s.metadata().get("grpc-retry-pushback-ms").is_some(), "a retry hint: {s:?}");
+        refused += 1;
+    }
+    assert!(refused >= 1, "with 3 connections, some of 8 calls find none");
+    assert!(!pending.is_empty(), "the calls holding connections wait on the lock");
+
+    sqlx::query("COMMIT").execute(&mut locker).await.unwrap();
+    let mut created = 0;
+    for h in pending {
+        match h.await.unwrap() {
+            Ok(_) => created += 1,
+            Err(s) => assert_eq!(s.code(), tonic::Code::Unavailable, "{s:?}"),
+        }
+    }
+    assert!(created >= 1, "a call that held a connection finishes once the lock goes");
+    // A refused call did nothing: exactly the answered sessions exist.
+    let after: i64 = sqlx::query_scalar(COUNT).bind(&ns).fetch_one(&mut locker).await.unwrap();
+    assert_eq!(after - before, created, "sessions created: only the ones answered OK");
+    // And the server serves on.
+    let mut s = sessions.clone();
+    s.create_session(pb::CreateSessionRequest { namespace: ns, agent_id: "after".into(), ..Default::default() })
+        .await
+        .unwrap();
+}
+
+/// A tmpfs mounted for one test, unmounted when dropped.
+struct Mount(std::path::PathBuf);
+
+impl Mount {
+    /// A tmpfs of `size` at a new directory; None where mounting is not allowed (not root).
+    fn tmpfs(size: &str) -> Option<Mount> {
+        let dir = std::env::temp_dir().join(format!("memex-full-{}", uuid::Uuid::now_v7().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| Mount(dir))
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Fills what is left of the file system under `dir`.
+fn fill(dir: &std::path::Path) -> std::path::PathBuf {
+    use std::io::Write;
+    let path = dir.join("filler");
+    let mut f = std::fs::File::create(&path).unwrap();
+    let block = vec![0u8; 64 * 1024];
+    while f.write_all(&block).is_ok() {}
+    let mut small = [0u8; 512];
+    while f.write_all(&small[..]).is_ok() {
+        small[0] = small[0].wrapping_add(1);
+    }
+    let _ = f.sync_all();
+    path
+}
+
+/// The disk under the text index fills up: appends still succeed (Postgres holds them), searches
+/// answer from what the index has or `UNAVAILABLE`, never `INTERNAL`; once space is back, the
+/// index catches up to exactly what was committed, without a restart.
+#[tokio::test]
+async fn a_full_disk_under_the_index_loses_nothing_and_the_index_catches_up_when_space_returns() {
+    let Some(mount) = Mount::tmpfs("16m") else {
+        // Mounting needs root (CI runs as root); say so rather than pass quietly where it cannot.
+        assert!(not_root(), "running as root, yet a tmpfs could not be mounted for the full-disk test");
+        eprintln!("skipped: a tmpfs for the full-disk test needs root");
+        return;
+    };
+    let dir = mount.0.join("index");
+    let Some(srv) = TestServer::start_with(|c| c.search.index_dir = dir.display().to_string()).await else {
+        return;
+    };
+    let mut f = fixture(&srv, "fulldisk").await;
+    f.append(vec![ev("note", "alpha before the disk fills")]).await.unwrap();
+    let search = |f: &crate::Fixture, word: &str| {
+        // Each event's own text only (no context from its neighbours), so a word finds its event.
+        let req = pb::SearchRequest {
+            namespace: f.ns.clone(),
+            query: word.into(),
+            limit: 5,
+            context_weight: Some(0.0),
+            neighbor_weight: Some(0.0),
+            session_weight: Some(0.0),
+            ..Default::default()
+        };
+        let mut s = f.c.search.clone();
+        // Hits found, or None for UNAVAILABLE; anything else is a wrong answer.
+        async move {
+            match s.search(req).await {
+                Ok(r) => Some(r.into_inner().hits.len()),
+                Err(s) if s.code() == tonic::Code::Unavailable => None,
+                Err(s) => panic!("a full disk under the index must not answer {s:?}"),
+            }
+        }
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while search(&f, "alpha").await != Some(1) {
+        assert!(std::time::Instant::now() < deadline, "the first event was never indexed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let filler = fill(&mount.0);
+    // Appends keep succeeding: the index is derived state, Postgres is the record.
+    for i in 0..40 {
+        let text: String = (0..200).map(|j| format!("fulldiskword{i}x{j} ")).collect();
+        f.append(vec![ev("note", &format!("{text} omega{i}"))]).await.unwrap();
+    }
+    // Searches meanwhile: an answer (from what the index holds) or UNAVAILABLE, never INTERNAL.
+    let mut unavailable = 0;
+    for _ in 0..20 {
+        match search(&f, "alpha").await {
+            Some(n) => assert!(n <= 1),
+            None => unavailable += 1,
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The searches wait for the index to take the new events, which it cannot.
+    assert!(unavailable > 0, "the disk was meant to be full");
+
+    std::fs::remove_file(filler).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let found = (search(&f, "omega39").await, search(&f, "omega0").await, search(&f, "alpha").await);
+        if found == (Some(1), Some(1), Some(1)) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the index never caught up once space returned: {found:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Every committed event is in the index once: each event's unique word finds it alone.
+    for i in [0, 17, 39] {
+        assert_eq!(search(&f, &format!("fulldiskword{i}x7")).await, Some(1), "event {i}");
+    }
+    let events = f.all_events().await;
+    assert_eq!(events.len(), 41, "every append is stored");
+    srv.stop().await;
+}
+
+fn not_root() -> bool {
+    std::process::Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() != "0")
+}

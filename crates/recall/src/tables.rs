@@ -61,6 +61,10 @@ pub struct Claim {
     pub session_id: Uuid,
     pub progress: Progress,
     pub head: u64,
+    /// The database's clock when the session was leased: what "quiet for `idle_close_secs`" is
+    /// measured against, since event times are the database's too (a worker's own clock may be
+    /// off; see `tests/crash/clock_skew.rs`).
+    pub claimed_at: chrono::DateTime<chrono::Utc>,
 }
 
 /// Registers sessions the worker has not seen, then leases up to `limit` that have new events
@@ -92,7 +96,7 @@ pub async fn claim(
     .bind(scope)
     .execute(pool)
     .await?;
-    type Row = (Uuid, Uuid, i64, i64, i64, Option<serde_json::Value>, i64);
+    type Row = (Uuid, Uuid, i64, i64, i64, Option<serde_json::Value>, i64, chrono::DateTime<chrono::Utc>);
     let rows: Vec<Row> = sqlx::query_as(
         "WITH due AS (
              SELECT p.namespace_id, p.session_id, s.next_seq - 1 AS head, p.updated_at,
@@ -111,7 +115,7 @@ pub async fn claim(
          )
          UPDATE memory_progress p SET leased_until = now() + make_interval(secs => $5), leased_by = $1
          FROM c WHERE p.namespace_id = c.namespace_id AND p.session_id = c.session_id
-         RETURNING p.namespace_id, p.session_id, p.fact_seq, p.turn_seq, p.open_seq, p.state, c.head",
+         RETURNING p.namespace_id, p.session_id, p.fact_seq, p.turn_seq, p.open_seq, p.state, c.head, now()",
     )
     .bind(owner)
     .bind(i64::from(limit))
@@ -121,7 +125,7 @@ pub async fn claim(
     .fetch_all(pool)
     .await?;
     rows.into_iter()
-        .map(|(ns, sid, fact_seq, turn_seq, open_seq, state, head)| {
+        .map(|(ns, sid, fact_seq, turn_seq, open_seq, state, head, claimed_at)| {
             let extractor: FactExtractor = match state {
                 Some(v) => serde_json::from_value(v)?,
                 None => FactExtractor::default(),
@@ -136,6 +140,7 @@ pub async fn claim(
                     extractor,
                 },
                 head: head.max(0) as u64,
+                claimed_at,
             })
         })
         .collect()

@@ -351,7 +351,7 @@ async fn job(s: &Shared, c: tables::Claim) -> Result<(), RecallError> {
     let events =
         if upto >= from { read_events(store, c.namespace_id, c.session_id, from, upto).await? } else { Vec::new() };
     let quiet = chrono::Duration::seconds(cfg.idle_close_secs as i64);
-    let close_last = upto == c.head && events.last().is_some_and(|e| e.ingest_time <= chrono::Utc::now() - quiet);
+    let close_last = upto == c.head && events.last().is_some_and(|e| e.ingest_time <= c.claimed_at - quiet);
     let prior = tables::prior(store.pool(), c.namespace_id, c.session_id, c.progress.open_seq).await?;
     let n_new = events.iter().filter(|e| e.seq > c.progress.fact_seq).count() as u64;
     let events = mem_events(events, quiet);

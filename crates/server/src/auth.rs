@@ -2,7 +2,7 @@
 //! that name plus the caller's bearer token into the namespace the call may touch, or a status.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use memex_store::{Access, ApiKey, Namespace, Store, StoreError};
 use tonic::{Request, Status};
@@ -16,7 +16,7 @@ pub struct Auth {
     enabled: bool,
     store: Store,
     /// token hash → the live key, or None for an unknown/revoked token.
-    keys: moka::future::Cache<[u8; 32], Option<Arc<ApiKey>>>,
+    keys: moka::future::Cache<[u8; 32], Option<Arc<LiveKey>>>,
     namespaces: moka::future::Cache<String, Namespace>,
 }
 
@@ -51,7 +51,7 @@ impl Auth {
         }
         match bearer_token(req) {
             Ok(token) => match self.key(token).await {
-                Ok(k) => format!("api key {} ({})", k.id, k.name),
+                Ok(k) => format!("api key {} ({})", k.key.id, k.key.name),
                 Err(_) => "unknown key".to_owned(),
             },
             Err(_) => "no key".to_owned(),
@@ -74,7 +74,8 @@ impl Auth {
             return self.namespace(name).await;
         }
         let token = bearer_token(req)?;
-        let key = self.key(token).await?;
+        let live = self.key(token).await?;
+        let key = &live.key;
         if key.namespace.name != name {
             return Err(Status::permission_denied(format!(
                 "namespace: this API key belongs to namespace {:?}, not {name:?}",
@@ -100,20 +101,34 @@ impl Auth {
         Ok(ns)
     }
 
-    async fn key(&self, token: &str) -> Result<Arc<ApiKey>, Status> {
+    async fn key(&self, token: &str) -> Result<Arc<LiveKey>, Status> {
         let hash = memex_store::token_hash(token);
         let store = self.store.clone();
         let token = token.to_owned();
         let found = self
             .keys
-            .try_get_with(hash, async move { store.authenticate(&token).await.map(|k| k.map(Arc::new)) })
+            .try_get_with(hash, async move {
+                let asked = Instant::now();
+                let found = store.authenticate(&token).await?;
+                Ok::<_, StoreError>(
+                    found.map(|a| Arc::new(LiveKey { key: a.key, until: a.expires_in.map(|left| asked + left) })),
+                )
+            })
             .await
             .map_err(|e: Arc<StoreError>| store_status(&e))?;
         // A cached key may have expired since (a rotation's overlap ended).
         found
-            .filter(|k| k.live())
+            .filter(|k| k.until.is_none_or(|t| Instant::now() < t))
             .ok_or_else(|| Status::unauthenticated("the API key is not valid (unknown, revoked or expired)"))
     }
+}
+
+/// A verified key and, if a rotation gave it an end, the instant of this process's monotonic
+/// clock when it ends: the database's time left, counted down here, so a replica's wall clock
+/// plays no part.
+struct LiveKey {
+    key: ApiKey,
+    until: Option<Instant>,
 }
 
 fn bearer_token<T>(req: &Request<T>) -> Result<&str, Status> {

@@ -67,6 +67,18 @@ pub fn index_status(e: &IndexError) -> Status {
         IndexError::Database(db) if unavailable_reason(db).is_some() => {
             db_unavailable(db).unwrap_or_else(|| Status::unavailable(e.to_string()))
         }
+        e if e.storage_full() => {
+            tracing::warn!(error = %e, "the text index's disk is full");
+            crate::admission::retry_later(Status::unavailable(
+                "the text index cannot grow: the disk under search.index_dir is full; events are stored, and search catches up once space returns",
+            ))
+        }
+        e if e.write_failed() => {
+            tracing::error!(error = %e, "the text index could not write");
+            crate::admission::retry_later(Status::unavailable(
+                "the text index could not take new events (logged on the server); retry shortly",
+            ))
+        }
         e if e.writer_busy() => {
             tracing::warn!(error = %e, "search index writer still held");
             crate::admission::retry_later(Status::unavailable("the search index is busy; retry shortly"))

@@ -56,11 +56,13 @@ pub struct ApiKey {
     pub expires_at: Option<DateTime<Utc>>,
 }
 
-impl ApiKey {
-    /// Whether the key may be used now (not revoked, not expired).
-    pub fn live(&self) -> bool {
-        self.revoked_at.is_none() && self.expires_at.is_none_or(|t| t > Utc::now())
-    }
+/// A live key found by its token, and the time it has left by the database's clock (a
+/// rotation's overlap). Replicas count expiry down from that on their monotonic clocks, so a
+/// replica whose wall clock is off never keeps an expired key alive, nor ends one early.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Authenticated {
+    pub key: ApiKey,
+    pub expires_in: Option<std::time::Duration>,
 }
 
 /// A freshly created key and its token, which is shown once and stored nowhere.
@@ -80,17 +82,34 @@ fn new_token() -> String {
     format!("mx_{}{}", Uuid::new_v4().simple(), Uuid::new_v4().simple())
 }
 
-type KeyRow =
-    (Uuid, String, i16, DateTime<Utc>, Option<DateTime<Utc>>, Option<DateTime<Utc>>, Uuid, String, DateTime<Utc>);
+type KeyRow = (
+    Uuid,
+    String,
+    i16,
+    DateTime<Utc>,
+    Option<DateTime<Utc>>,
+    Option<DateTime<Utc>>,
+    Uuid,
+    String,
+    DateTime<Utc>,
+    Option<f64>,
+);
 
+/// The last column is the seconds left before `expires_at` by the database's clock.
 const KEY_COLUMNS: &str =
-    "k.id, k.name, k.access, k.created_at, k.revoked_at, k.expires_at, n.id, n.name, n.created_at";
+    "k.id, k.name, k.access, k.created_at, k.revoked_at, k.expires_at, n.id, n.name, n.created_at,
+     extract(epoch FROM k.expires_at - now())::float8";
 
 fn key_from_row(row: KeyRow) -> Result<ApiKey> {
-    let (id, name, access, created_at, revoked_at, expires_at, ns_id, ns_name, ns_created) = row;
+    timed_key_from_row(row).map(|(k, _)| k)
+}
+
+/// The key, and the seconds it has left (None: no expiry).
+fn timed_key_from_row(row: KeyRow) -> Result<(ApiKey, Option<f64>)> {
+    let (id, name, access, created_at, revoked_at, expires_at, ns_id, ns_name, ns_created, left) = row;
     let access = Access::from_i16(access)
         .ok_or_else(|| StoreError::Database(sqlx::Error::Decode(format!("bad access level {access}").into())))?;
-    Ok(ApiKey {
+    let key = ApiKey {
         id,
         namespace: Namespace { id: ns_id, name: ns_name, created_at: ns_created },
         name,
@@ -98,7 +117,8 @@ fn key_from_row(row: KeyRow) -> Result<ApiKey> {
         created_at,
         revoked_at,
         expires_at,
-    })
+    };
+    Ok((key, left))
 }
 
 impl Store {
@@ -128,15 +148,17 @@ impl Store {
         Ok(NewApiKey { key, token })
     }
 
-    /// The live (unrevoked) key whose token this is, if any.
+    /// The live (unrevoked, unexpired) key whose token this is, if any, and its time left.
     #[tracing::instrument(name = "store.authenticate", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "authenticate"))]
-    pub async fn authenticate(&self, token: &str) -> Result<Option<ApiKey>> {
+    pub async fn authenticate(&self, token: &str) -> Result<Option<Authenticated>> {
         let sql = const_format_key_query(
             "WHERE k.token_hash = $1 AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())",
         );
         let row: Option<KeyRow> =
             sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&token_hash(token)[..]).fetch_optional(&self.pool).await?;
-        row.map(key_from_row).transpose()
+        let Some((key, left)) = row.map(timed_key_from_row).transpose()? else { return Ok(None) };
+        let expires_in = left.map(|s| std::time::Duration::try_from_secs_f64(s).unwrap_or_default());
+        Ok(Some(Authenticated { key, expires_in }))
     }
 
     #[tracing::instrument(name = "store.list_api_keys", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "list_api_keys"))]
@@ -160,8 +182,8 @@ impl Store {
         let sql = const_format_key_query("WHERE k.id = $1 AND k.namespace_id = $2");
         let row: Option<KeyRow> =
             sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(key_id).bind(namespace.id).fetch_optional(&self.pool).await?;
-        let old = row.map(key_from_row).transpose()?.ok_or(StoreError::KeyNotFound(key_id))?;
-        if !old.live() {
+        let (old, left) = row.map(timed_key_from_row).transpose()?.ok_or(StoreError::KeyNotFound(key_id))?;
+        if old.revoked_at.is_some() || left.is_some_and(|s| s <= 0.0) {
             return Err(memex_event::FieldError::new("key_id", format!("key {key_id} is revoked or expired")).into());
         }
         let created = self.create_api_key(namespace, &old.name, old.access).await?;

@@ -42,7 +42,7 @@ pub use erase::{Erasure, ErasureCounts, ErasureEntry, ErasurePlan, PackScan, tom
 pub use error::{StoreError, unavailable_reason};
 pub use group::GroupCommitOptions;
 pub use import::ImportRequest;
-pub use keys::{Access, ApiKey, NewApiKey, token_hash};
+pub use keys::{Access, ApiKey, Authenticated, NewApiKey, token_hash};
 pub use model::{AppendOutcome, ArtifactRef, Event, Namespace, Session, SessionSource};
 pub use notify::Heard;
 pub use packs::{PackChunk, PackRow};
@@ -87,10 +87,23 @@ impl Default for StoreOptions {
     }
 }
 
+/// Connections for LISTEN, made when a listener starts (one per channel listened to).
+fn listener_pool(connect: PgConnectOptions, acquire_timeout: Duration) -> PgPool {
+    PgPoolOptions::new()
+        .max_connections(8)
+        .min_connections(0)
+        .acquire_timeout(acquire_timeout)
+        .connect_lazy_with(connect)
+}
+
 /// Handle to the event store. Cheap to clone (a pool inside).
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: PgPool,
+    /// LISTEN connections, each held for as long as its listener runs: a pool of their own, so
+    /// they never take `max_connections` from the requests (three listeners would have taken all
+    /// of a pool of three; `tests/api/faults.rs`).
+    listeners: PgPool,
     group: Option<std::sync::Arc<group::GroupCommitter>>,
     standby: Option<standby::Standby>,
 }
@@ -103,8 +116,9 @@ impl Store {
             .max_connections(opts.max_connections)
             .min_connections(opts.min_connections)
             .acquire_timeout(opts.acquire_timeout)
-            .connect_with(connect.application_name("memex"))
+            .connect_with(connect.clone().application_name("memex"))
             .await?;
+        let listeners = listener_pool(connect.application_name("memex-listen"), opts.acquire_timeout);
         let group = opts.group_commit.as_ref().map(|g| std::sync::Arc::new(group::GroupCommitter::start(&pool, g)));
         let standby = match &opts.standby_url {
             Some(url) => {
@@ -120,17 +134,19 @@ impl Store {
             }
             None => None,
         };
-        Ok(Store { pool, group, standby })
+        Ok(Store { pool, listeners, group, standby })
     }
 
     /// A store over an existing pool, writing every append on its own (no group commit).
     pub fn from_pool(pool: PgPool) -> Store {
-        Store { pool, group: None, standby: None }
+        let listeners = listener_pool((*pool.connect_options()).clone(), pool.options().get_acquire_timeout());
+        Store { pool, listeners, group: None, standby: None }
     }
 
-    /// Closes the pools (primary and standby).
+    /// Closes the pools (primary, listeners and standby).
     pub async fn close(&self) {
         self.pool.close().await;
+        self.listeners.close().await;
         if let Some(s) = &self.standby {
             s.pool.close().await;
         }
@@ -138,6 +154,10 @@ impl Store {
 
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    pub(crate) fn listener_pool(&self) -> &PgPool {
+        &self.listeners
     }
 
     /// Applies pending migrations. Safe to run concurrently from several replicas: sqlx takes an

@@ -17,7 +17,7 @@ impl Store {
     /// each (re)connection; a lost connection is retried every second.
     pub async fn listen(&self, channel: &str, mut on: impl FnMut(Heard<'_>)) {
         loop {
-            match sqlx::postgres::PgListener::connect_with(self.pool()).await {
+            match sqlx::postgres::PgListener::connect_with(self.listener_pool()).await {
                 Ok(mut listener) => match listener.listen(channel).await {
                     Err(e) => tracing::warn!(error = %e, channel, "cannot LISTEN; retrying"),
                     Ok(()) => {
@@ -39,7 +39,7 @@ impl Store {
                     }
                 }
             }
-            if self.pool().is_closed() {
+            if self.pool().is_closed() || self.listener_pool().is_closed() {
                 return;
             }
             tokio::time::sleep(Duration::from_secs(1)).await;

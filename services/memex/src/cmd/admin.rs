@@ -152,7 +152,7 @@ pub async fn run(cmd: AdminCommand) -> anyhow::Result<()> {
                 Some(token) => store
                     .authenticate(token)
                     .await?
-                    .is_some_and(|k| k.namespace.id == ns.id && k.access == Access::Admin),
+                    .is_some_and(|k| k.key.namespace.id == ns.id && k.key.access == Access::Admin),
                 None => false,
             };
             if live {
