@@ -14,6 +14,7 @@ mod mcp_inspector;
 mod memory;
 mod packs;
 mod planning;
+mod quotas;
 mod readiness;
 mod roles;
 mod schema;

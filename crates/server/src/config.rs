@@ -89,6 +89,12 @@ pub struct LimitsConfig {
     /// for a turn; beyond both, RESOURCE_EXHAUSTED at once with a retry hint.
     pub max_in_flight: usize,
     pub max_waiting: usize,
+    /// Events a namespace may append per second on each replica, for namespaces with no quota of
+    /// their own (`memex admin quota`); 0: no limit.
+    pub namespace_events_per_sec: u32,
+    /// Bytes a namespace may store (event contents and artifacts), for namespaces with no quota
+    /// of their own; 0: no limit.
+    pub namespace_stored_bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -283,6 +289,8 @@ impl Default for LimitsConfig {
             max_import_bytes: 256 * 1024 * 1024,
             max_in_flight: 32,
             max_waiting: 64,
+            namespace_events_per_sec: 0,
+            namespace_stored_bytes: 0,
         }
     }
 }

@@ -50,6 +50,13 @@ impl Eraser {
                 events = erasure.counts.events, by = %plan.requested_by, "erased"
             );
             self.apply().await;
+            // What the namespace stores went down: count it again, for its storage quota.
+            match self.state.store.recount_usage(namespace_id).await {
+                Ok(_) => self.state.quotas.forget(namespace_id),
+                Err(e) => {
+                    tracing::warn!(error = %e, namespace = %namespace_id, "cannot recount usage after an erasure")
+                }
+            }
         }
         Ok(erasure)
     }

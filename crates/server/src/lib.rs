@@ -15,6 +15,7 @@ mod erasure;
 pub mod flags;
 mod memory;
 pub mod metrics;
+mod quotas;
 mod retention;
 mod rpc;
 pub mod search;
@@ -304,6 +305,10 @@ pub async fn run_with_mcp(
     let state = Arc::new(state);
     let eraser = erasure::Eraser::new(state.clone());
     let erasure_listener = tokio::spawn(eraser.clone().run());
+    let quota_flusher = {
+        let quotas = state.quotas.clone();
+        tokio::spawn(async move { quotas.run().await })
+    };
     let retention_job = (config.role != config::Role::Api && config.retention.interval_secs > 0).then(|| {
         let every = std::time::Duration::from_secs(config.retention.interval_secs);
         tokio::spawn(retention::run(state.clone(), eraser.clone(), every))
@@ -436,6 +441,9 @@ pub async fn run_with_mcp(
     reports_listener.abort();
     keys_listener.abort();
     erasure_listener.abort();
+    quota_flusher.abort();
+    // What this replica appended since its last flush goes on the record (best effort).
+    let _ = tokio::time::timeout(Duration::from_secs(1), state.quotas.flush()).await;
     if let Some(job) = retention_job {
         job.abort();
     }

@@ -29,6 +29,8 @@ pub struct AppState {
     /// What BuildSnapshot reads with: memory's reader, or (memory off) the same shell without
     /// search, which reads every fact from the events. Set by `run`.
     pub snapshots: Option<memex_recall::Memory>,
+    /// Per-namespace rate and storage quotas, checked on every append.
+    pub quotas: std::sync::Arc<crate::quotas::Quotas>,
 }
 
 impl AppState {
@@ -71,6 +73,7 @@ impl AppState {
             context: memex_context::ContextEngine::new(store.clone(), config.context.clone()),
             memory: None,
             snapshots: None,
+            quotas: std::sync::Arc::new(crate::quotas::Quotas::new(store.clone(), config)),
         }
     }
 }

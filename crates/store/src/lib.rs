@@ -23,6 +23,7 @@ mod namespaces;
 mod notify;
 mod packs;
 mod planning;
+mod quotas;
 mod read;
 mod retention;
 mod sessions;
@@ -47,6 +48,7 @@ pub use model::{AppendOutcome, ArtifactRef, Event, Namespace, Session, SessionSo
 pub use notify::Heard;
 pub use packs::{PackChunk, PackRow};
 pub use planning::{ChildState, DelegationRow, ReportRow};
+pub use quotas::{Quota, QuotaChange};
 pub use read::{EventPage, SeqRange, seq_page_token};
 pub use retention::{Retention, RetentionChange};
 pub use sessions::{NewSession, SessionFilter, SessionPage};

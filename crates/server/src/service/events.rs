@@ -86,6 +86,8 @@ impl AppState {
 
     async fn commit(&self, ns: &Namespace, unit: Unit) -> Result<AppendOutcome, Status> {
         let events = unit.batch.events.len() as u64;
+        let bytes = crate::quotas::batch_bytes(&unit.batch);
+        self.quotas.admit(ns, events, bytes).await?;
         let artifact_bytes: u64 =
             unit.batch.events.iter().filter_map(|e| e.artifact.as_ref()).map(|a| a.body.len() as u64).sum();
         let outcome = self
@@ -100,6 +102,7 @@ impl AppState {
             .await
             .map_err(|e| store_status(&e))?;
         if !outcome.replayed {
+            self.quotas.appended(ns.id, bytes);
             self.metrics.events_appended.add(events, &[]);
             self.metrics.append_batches.add(1, &[]);
             self.metrics.artifact_bytes.add(artifact_bytes, &[]);

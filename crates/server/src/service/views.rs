@@ -72,8 +72,13 @@ impl ViewService for ViewHandler {
             }
             raw.extend_from_slice(&msg.chunk);
         }
+        // The trace is kept (an artifact) and becomes events of about its size: twice its bytes,
+        // until a recount (`memex admin quota --recount`) says exactly.
+        let bytes = 2 * raw.len() as u64;
+        st.quotas.admit(&ns, 0, bytes).await?;
         let req = ImportTrace { session, file_name, format, strict, raw };
         let imported = st.views.import(NamespaceId(ns.id), req, &st.policy, max).await.map_err(|e| view_status(&e))?;
+        st.quotas.charge(ns.id, imported.events, bytes);
         st.metrics.events_appended.add(imported.events, &[]);
         crate::rpc::record_session(imported.session.id);
         let raw_ref = imported.session.source.as_ref().map(|s| pb::ArtifactRef {

@@ -68,6 +68,29 @@ pub enum AdminCommand {
         #[command(flatten)]
         config: ConfigArgs,
     },
+    /// Show or change a namespace's quotas: events appended per second (on each replica) and
+    /// bytes stored (event contents and artifacts). Past either, appends are refused with
+    /// RESOURCE_EXHAUSTED. Unset: `[limits] namespace_events_per_sec` / `namespace_stored_bytes`
+    /// of the servers' configuration (0 there: no limit). `--recount` counts the bytes stored
+    /// from the rows (reads every event of the namespace).
+    Quota {
+        #[arg(long)]
+        namespace: String,
+        #[arg(long, conflicts_with = "events_per_sec_default")]
+        events_per_sec: Option<u32>,
+        /// Back to the servers' default rate.
+        #[arg(long)]
+        events_per_sec_default: bool,
+        #[arg(long, conflicts_with = "stored_bytes_default")]
+        stored_bytes: Option<u64>,
+        /// Back to the servers' default storage quota.
+        #[arg(long)]
+        stored_bytes_default: bool,
+        #[arg(long)]
+        recount: bool,
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
     /// Make sure a namespace exists and `key_file` holds a live admin key for it, creating either
     /// when missing. Idempotent; `make run` uses it for the local `default` namespace.
     Bootstrap {
@@ -139,6 +162,39 @@ pub async fn run(cmd: AdminCommand) -> anyhow::Result<()> {
                 .await?;
             let show = |d: Option<u32>| d.map_or("forever".to_owned(), |d| format!("{d} days"));
             println!("{namespace}	packs {}	events {}", show(policy.packs_days), show(policy.events_days));
+        }
+        AdminCommand::Quota {
+            namespace,
+            events_per_sec,
+            events_per_sec_default,
+            stored_bytes,
+            stored_bytes_default,
+            recount,
+            config,
+        } => {
+            let change = |v: Option<u64>, default: bool| if default { Some(None) } else { v.map(Some) };
+            let store = store(&config).await?;
+            let quota = store
+                .set_quota(
+                    &namespace,
+                    memex_store::QuotaChange {
+                        events_per_sec: change(events_per_sec.map(u64::from), events_per_sec_default)
+                            .map(|v| v.map(|r| r as u32)),
+                        stored_bytes: change(stored_bytes, stored_bytes_default),
+                    },
+                )
+                .await?;
+            let ns = store.namespace(&namespace).await?;
+            let used = match recount {
+                true => store.recount_usage(ns.id).await?,
+                false => store.quota_and_usage(ns.id).await?.1,
+            };
+            let show = |v: Option<u64>| v.map_or("default".to_owned(), |v| v.to_string());
+            println!(
+                "{namespace}	events/s {}	stored-bytes {}	stored {used} bytes",
+                show(quota.events_per_sec.map(u64::from)),
+                show(quota.stored_bytes)
+            );
         }
         AdminCommand::Bootstrap { namespace, key_file, config } => {
             let store = store(&config).await?;
