@@ -15,6 +15,7 @@ mod memory;
 mod packs;
 mod planning;
 mod readiness;
+mod rls;
 mod roles;
 mod schema;
 mod search;
