@@ -13,3 +13,10 @@ CREATE TABLE namespace_usage (
     recounted_at timestamptz,
     updated_at   timestamptz NOT NULL DEFAULT now()
 );
+
+-- Behind the tenancy wall like every tenant table (20261127000006_row_level_security.sql).
+ALTER TABLE namespace_usage ENABLE ROW LEVEL SECURITY;
+ALTER TABLE namespace_usage FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_wall ON namespace_usage
+    USING ((SELECT memex_tenant_all()) OR namespace_id = (SELECT memex_tenant()))
+    WITH CHECK ((SELECT memex_tenant_all()) OR namespace_id = (SELECT memex_tenant()));

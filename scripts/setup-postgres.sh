@@ -9,6 +9,8 @@
 # Creates:
 #   role memex      (LOGIN, owner of database memex)         -> used by `memex serve` (make run)
 #   role memex_test (LOGIN SUPERUSER, creates test databases) -> used by the test harness
+#   role memex_app_test (LOGIN, NOSUPERUSER NOBYPASSRLS)       -> owns the test databases; the
+#                   servers under test connect as it, so row-level security holds them (ADR 008)
 #   cluster 15/standby on port 5433: a hot standby streaming from 15/main (physical slot
 #   memex_standby), for `[database] read_url` and its tests (TEST_STANDBY_URL). MEMEX_STANDBY=0
 #   skips it.
@@ -110,6 +112,12 @@ DO $$BEGIN
   IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'memex_test') THEN
     CREATE ROLE memex_test LOGIN SUPERUSER PASSWORD 'memex_test';
   END IF;
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'memex_app_test') THEN
+    CREATE ROLE memex_app_test LOGIN PASSWORD 'memex_app_test';
+  END IF;
+  -- Superusers and BYPASSRLS roles skip row-level security: the service roles must be neither.
+  ALTER ROLE memex NOSUPERUSER NOBYPASSRLS;
+  ALTER ROLE memex_app_test NOSUPERUSER NOBYPASSRLS;
 END$$;
 SQL
 if [ "$(psql_admin -d postgres -c "SELECT 1 FROM pg_database WHERE datname = 'memex'")" != "1" ]; then

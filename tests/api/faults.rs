@@ -263,6 +263,8 @@ async fn an_exhausted_pool_answers_unavailable_with_a_retry_hint_and_recovers() 
     let sessions = f.c.sessions.clone();
     let ns = f.ns.clone();
     let mut locker = sqlx::PgConnection::connect(&url).await.unwrap();
+    // An operator's view across the tenancy wall (row-level security).
+    sqlx::query("SET memex.tenant = '*'").execute(&mut locker).await.unwrap();
     const COUNT: &str = "SELECT count(*) FROM sessions s JOIN namespaces n ON n.id = s.namespace_id WHERE n.name = $1";
     let before: i64 = sqlx::query_scalar(COUNT).bind(&ns).fetch_one(&mut locker).await.unwrap();
 

@@ -16,6 +16,7 @@ mod packs;
 mod planning;
 mod quotas;
 mod readiness;
+mod rls;
 mod roles;
 mod schema;
 mod search;

@@ -66,8 +66,11 @@ async fn standby_queries(standby_admin: &str, db: &str) -> Vec<String> {
         .unwrap()
 }
 
-fn admin_url(url: &str) -> String {
-    let mut u = url::Url::parse(url).unwrap();
+/// The standby's `postgres` database as `TEST_STANDBY_URL`'s role (a superuser: pausing replay
+/// and reading other roles' queries need one; the server's own role is not).
+fn admin_url() -> String {
+    let base = std::env::var("TEST_STANDBY_URL").expect("a standby test runs with TEST_STANDBY_URL");
+    let mut u = url::Url::parse(&base).unwrap();
     u.set_path("postgres");
     u.to_string()
 }
@@ -111,7 +114,7 @@ impl Fixture {
 async fn settled_reads_come_from_the_standby_and_own_writes_are_read_at_once_despite_lag() {
     let Some(srv) = TestServer::start_standby(|_| {}).await else { return };
     let standby = srv.config.database.read_url.clone();
-    let standby_admin = admin_url(&standby);
+    let standby_admin = admin_url();
     let db = url::Url::parse(&standby).unwrap().path().trim_start_matches('/').to_owned();
     let _turn = standby_turn(&srv.config.database.url).await;
     let stats = srv.store.standby_stats().expect("the harness store reads from the standby too");

@@ -1,14 +1,35 @@
 //! Test databases: `CREATE DATABASE … TEMPLATE` from a template migrated once per migration set.
+//!
+//! The databases and their tables belong to `APP_ROLE`, a role without SUPERUSER or BYPASSRLS,
+//! and `TestDb::url` connects as it, as production's `memex` role does: so every test's server
+//! is held by row-level security (ADR 008), and a path that sets no tenant fails its test. The
+//! role of `TEST_DATABASE_URL` (a superuser) only creates roles, databases and extensions.
 use std::time::{Duration, SystemTime};
 
 use sqlx::{Connection, Executor, PgConnection};
 use tokio::sync::OnceCell;
 
+/// The role the servers under test connect as: owner of the test databases and their tables,
+/// neither superuser nor BYPASSRLS. `scripts/setup-postgres.sh` creates it too.
+pub const APP_ROLE: &str = "memex_app_test";
+
 /// A database for one test.
 #[derive(Debug, Clone)]
 pub struct TestDb {
+    /// As `APP_ROLE`: what servers and the tests' own stores connect with.
     pub url: String,
+    /// As the role of `TEST_DATABASE_URL` (a superuser, beyond row-level security).
+    pub admin_url: String,
     pub name: String,
+}
+
+impl TestDb {
+    /// A store over this database for the test's own set-up and checks: as `APP_ROLE`, seeing
+    /// every namespace (`Tenant::All`) outside a tenant scope, an operator's view.
+    pub async fn store(&self) -> memex_store::Store {
+        let opts = memex_store::StoreOptions { unscoped: memex_store::Tenant::All, ..Default::default() };
+        memex_store::Store::connect(&self.url, &opts).await.expect("connect the test store")
+    }
 }
 
 struct Server {
@@ -66,15 +87,41 @@ fn with_db(base: &str, db: &str) -> String {
     u.to_string()
 }
 
-/// Names the template after the migrations it holds, so a new migration makes a new template.
+/// `base` (a server's URL) for database `db`, as `APP_ROLE`.
+fn as_app(base: &str, db: &str) -> String {
+    let mut u = url::Url::parse(&with_db(base, db)).expect("TEST_DATABASE_URL is a URL");
+    u.set_username(APP_ROLE).expect("a URL with a host");
+    u.set_password(Some(APP_ROLE)).expect("a URL with a host");
+    u.to_string()
+}
+
+/// Names the template after the migrations it holds and the role that owns it, so a new
+/// migration (or owner) makes a new template.
 fn template_name() -> String {
     let mut h: u64 = 0xcbf29ce484222325;
-    for m in memex_store::MIGRATOR.iter() {
-        for b in m.checksum.iter() {
-            h = (h ^ u64::from(*b)).wrapping_mul(0x100000001b3);
-        }
+    let owner = APP_ROLE.as_bytes().iter();
+    for b in memex_store::MIGRATOR.iter().flat_map(|m| m.checksum.iter()).chain(owner) {
+        h = (h ^ u64::from(*b)).wrapping_mul(0x100000001b3);
     }
     format!("memex_tmpl_{h:016x}")
+}
+
+/// Creates `APP_ROLE` unless it exists (also resetting its attributes: the wall needs them).
+async fn ensure_app_role(admin: &mut PgConnection) {
+    let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)")
+        .bind(APP_ROLE)
+        .fetch_one(&mut *admin)
+        .await
+        .unwrap();
+    if !exists {
+        let create = format!("CREATE ROLE {APP_ROLE} LOGIN PASSWORD '{APP_ROLE}'");
+        // Another test process may have created it meanwhile (the lock covers only templates).
+        if let Err(e) = admin.execute(sqlx::AssertSqlSafe(create)).await {
+            assert!(e.to_string().contains("already exists"), "create role {APP_ROLE}: {e}");
+        }
+    }
+    let attrs = format!("ALTER ROLE {APP_ROLE} LOGIN NOSUPERUSER NOBYPASSRLS PASSWORD '{APP_ROLE}'");
+    admin.execute(sqlx::AssertSqlSafe(attrs)).await.unwrap();
 }
 
 /// A fresh, migrated database, or None (skip) when no Postgres is available.
@@ -100,16 +147,27 @@ pub async fn test_db() -> Option<TestDb> {
         drop_stale(&mut admin).await;
     }
     if !exists {
-        admin.execute(sqlx::AssertSqlSafe(format!(r#"CREATE DATABASE "{template}""#))).await.unwrap();
+        ensure_app_role(&mut admin).await;
+        admin.execute(sqlx::AssertSqlSafe(format!(r#"CREATE DATABASE "{template}" OWNER {APP_ROLE}"#))).await.unwrap();
+        // Extensions need a superuser (the service role is not one, in production either).
         let mut t = PgConnection::connect(&with_db(&server.base_url, &template)).await.unwrap();
+        for ext in ["vector", "pg_trgm"] {
+            t.execute(sqlx::AssertSqlSafe(format!("CREATE EXTENSION IF NOT EXISTS {ext}"))).await.unwrap();
+        }
+        t.close().await.unwrap();
+        // The tables are the service role's own, as in production: hence FORCE ROW LEVEL SECURITY.
+        let mut t = PgConnection::connect(&as_app(&server.base_url, &template)).await.unwrap();
         memex_store::MIGRATOR.run(&mut t).await.expect("migrate the template database");
         t.close().await.unwrap();
     }
     admin.execute(sqlx::AssertSqlSafe(format!("SELECT pg_advisory_unlock({LOCK_KEY})"))).await.unwrap();
     let name = format!("memex_t_{}", ulid::Ulid::generate().to_string().to_lowercase());
-    admin.execute(sqlx::AssertSqlSafe(format!(r#"CREATE DATABASE "{name}" TEMPLATE "{template}""#))).await.unwrap();
+    admin
+        .execute(sqlx::AssertSqlSafe(format!(r#"CREATE DATABASE "{name}" TEMPLATE "{template}" OWNER {APP_ROLE}"#)))
+        .await
+        .unwrap();
     admin.close().await.ok();
-    Some(TestDb { url: with_db(&server.base_url, &name), name })
+    Some(TestDb { url: as_app(&server.base_url, &name), admin_url: with_db(&server.base_url, &name), name })
 }
 
 /// Drops test databases older than an hour. Templates are kept: another checkout with other
@@ -132,8 +190,8 @@ async fn drop_stale(admin: &mut PgConnection) {
     }
 }
 
-/// The hot standby's URL for `db` (`TEST_STANDBY_URL` with `db`'s name), once the standby has
-/// replayed the primary up to now, so `db` exists there. None (skip) without `TEST_STANDBY_URL`,
+/// The hot standby's URL for `db` (`TEST_STANDBY_URL` with `db`'s name, as `APP_ROLE`), once the
+/// standby has replayed the primary up to now, so `db` exists there. None (skip) without `TEST_STANDBY_URL`,
 /// unless `REQUIRE_DB=1`, which makes it fail (`make test` sets both).
 pub async fn standby_of(db: &TestDb) -> Option<String> {
     let Ok(base) = std::env::var("TEST_STANDBY_URL") else {
@@ -144,8 +202,8 @@ pub async fn standby_of(db: &TestDb) -> Option<String> {
         eprintln!("SKIP: no TEST_STANDBY_URL (a hot standby of TEST_DATABASE_URL); run `make test`");
         return None;
     };
-    let url = with_db(&base, &db.name);
-    wait_replayed(&db.url, &url).await;
+    let url = as_app(&base, &db.name);
+    wait_replayed(&db.admin_url, &with_db(&base, &db.name)).await;
     Some(url)
 }
 

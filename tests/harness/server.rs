@@ -10,7 +10,7 @@ use memex_proto::v1::search_service_client::SearchServiceClient;
 use memex_proto::v1::session_service_client::SessionServiceClient;
 use memex_proto::v1::task_service_client::TaskServiceClient;
 use memex_server::Config;
-use memex_store::{Access, Namespace, Store, StoreOptions};
+use memex_store::{Access, Namespace, Store, StoreOptions, Tenant};
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
@@ -22,7 +22,8 @@ pub struct TestServer {
     /// Where MCP over streamable HTTP is served (`start_mcp`), if it is.
     pub mcp_addr: Option<SocketAddr>,
     pub config: Config,
-    /// A direct handle on the server's database, for set-up and for checking what was stored.
+    /// A direct handle on the server's database, for set-up and for checking what was stored:
+    /// it sees every namespace (`Tenant::All`) unless a test enters a scope.
     pub store: Store,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<Result<(), memex_server::ServerError>>>,
@@ -119,9 +120,10 @@ impl TestServer {
         tweak(&mut config);
         // With a standby, the harness's own store reads settled rows from it too (as the server does).
         let standby_url = Some(config.database.read_url.clone()).filter(|u| !u.is_empty());
-        let store = Store::connect(&db.url, &StoreOptions { max_connections: 4, standby_url, ..Default::default() })
-            .await
-            .expect("connect the test store");
+        // The test's own view of the database, an operator's: every namespace (`Tenant::All`)
+        // outside a scope. The server connects on its own, held to each caller's namespace.
+        let opts = StoreOptions { max_connections: 4, standby_url, unscoped: Tenant::All, ..Default::default() };
+        let store = Store::connect(&db.url, &opts).await.expect("connect the test store");
         Self::serve_mcp(config, store, |_, _| {}, mcp).await
     }
 

@@ -257,7 +257,8 @@ impl ContextEngine {
         let (tx, rx) = mpsc::channel(64);
         let mut notified = self.reports.subscribe();
         let store = self.store.clone();
-        tokio::spawn(async move {
+        // The watcher outlives the call that started it: it keeps that call's tenant.
+        tokio::spawn(memex_store::tenant::inherit(memex_store::tenant::current(), async move {
             let mut cursor = after;
             loop {
                 match store.reports_after(namespace_id, &parent_task_id, cursor, WATCH_PAGE).await {
@@ -293,7 +294,7 @@ impl ContextEngine {
                     } => {}
                 }
             }
-        });
+        }));
         rx
     }
 

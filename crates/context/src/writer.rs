@@ -3,6 +3,7 @@
 use std::hash::{Hash, Hasher};
 
 use chrono::{DateTime, Utc};
+use memex_store::tenant::{self, Tenant};
 use memex_store::{PackRow, Store};
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
@@ -16,12 +17,15 @@ const MAX_BATCH: usize = 64;
 
 struct Pending {
     namespace_id: Uuid,
+    /// The writing caller's tenant: a pack written on its own is written as that.
+    tenant: Tenant,
     row: PackRow,
     reply: oneshot::Sender<Result<DateTime<Utc>>>,
 }
 
 pub(crate) struct PackWriter {
     shards: Vec<mpsc::Sender<Pending>>,
+    store: Store,
 }
 
 impl PackWriter {
@@ -30,20 +34,28 @@ impl PackWriter {
         let shards = (0..SHARDS)
             .map(|_| {
                 let (tx, rx) = mpsc::channel(1024);
-                tokio::spawn(write_loop(store.clone(), rx));
+                // Packs of every namespace share a statement, so the loop writes as `All`; each
+                // pack is admitted only for its caller's tenant (`write`).
+                tokio::spawn(tenant::scope(Tenant::All, write_loop(store.clone(), rx)));
                 tx
             })
             .collect();
-        PackWriter { shards }
+        PackWriter { shards, store: store.clone() }
     }
 
     pub(crate) async fn write(&self, namespace_id: Uuid, row: PackRow) -> Result<DateTime<Utc>> {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         row.session_id.hash(&mut h);
         let shard = &self.shards[(h.finish() % self.shards.len() as u64) as usize];
+        // The shared statement runs as `All`: the wall row-level security would put around this
+        // caller's insert is put here instead, before its pack joins the others.
+        let tenant = self.store.tenant();
+        if !tenant.permits(namespace_id) {
+            return Err(ContextError::Store(memex_store::StoreError::TenantMismatch(namespace_id)));
+        }
         let (reply, answer) = oneshot::channel();
         let gone = || ContextError::Seam { seam: "pack writer", message: "the writer stopped (shutting down)".into() };
-        shard.send(Pending { namespace_id, row, reply }).await.map_err(|_| gone())?;
+        shard.send(Pending { namespace_id, tenant, row, reply }).await.map_err(|_| gone())?;
         answer.await.map_err(|_| gone())?
     }
 }
@@ -68,7 +80,9 @@ async fn write_loop(store: Store, mut rx: mpsc::Receiver<Pending>) {
                 // Write each on its own so an error reaches only the pack it belongs to.
                 tracing::warn!(error = %e, packs = batch.len(), "pack group insert failed; writing each pack on its own");
                 for p in batch {
-                    let r = store.insert_pack(p.namespace_id, &p.row).await.map_err(ContextError::from);
+                    let r = tenant::scope(p.tenant, store.insert_pack(p.namespace_id, &p.row))
+                        .await
+                        .map_err(ContextError::from);
                     let _ = p.reply.send(r);
                 }
             }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use memex_memory::session::{Tools, advance};
 use memex_memory::{Fact, Interpreter, MemEvent, Verdict};
+use memex_store::tenant::{self, Tenant};
 use memex_store::{Event, SeqRange, Store};
 use memex_tokens::TokenCounter;
 use tokio::sync::{Notify, watch};
@@ -100,7 +101,8 @@ impl MemoryWorker {
             wake: Notify::new(),
             stop: stop_rx,
         });
-        let task = tokio::spawn(run(shared.clone()));
+        // The worker claims sessions of every namespace: it runs as `Tenant::All`.
+        let task = tokio::spawn(tenant::scope(Tenant::All, run(shared.clone())));
         tracing::info!(interpreter = shared.parts.interpreter.name(), "memory worker started");
         MemoryWorker { shared, stop, task: Some(task) }
     }

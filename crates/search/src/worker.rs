@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use memex_embed::Embedder;
 use memex_event::role_of_kind;
+use memex_store::tenant::{self, Tenant};
 use memex_store::{Event, SeqRange, Store};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
@@ -188,8 +189,9 @@ impl EmbeddingWorker {
             stop: stop_rx,
         });
         let (tx, rx) = mpsc::channel::<Job>(opts.queue_capacity.max(1));
-        let reader = tokio::spawn(read_loop(shared.clone(), tx));
-        let embedder = tokio::spawn(embed_loop(shared.clone(), rx));
+        // The worker embeds every namespace's events: its loops run as `Tenant::All`.
+        let reader = tokio::spawn(tenant::scope(Tenant::All, read_loop(shared.clone(), tx)));
+        let embedder = tokio::spawn(tenant::scope(Tenant::All, embed_loop(shared.clone(), rx)));
         tracing::info!(model = %shared.embedder.info().name, dim = shared.embedder.info().dim, "embedding worker started");
         Ok(EmbeddingWorker { shared, stop, tasks: vec![reader, embedder] })
     }

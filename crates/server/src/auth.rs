@@ -1,10 +1,12 @@
 //! Authentication and namespace scoping. Every memex RPC names a namespace; `Auth::scope` turns
-//! that name plus the caller's bearer token into the namespace the call may touch, or a status.
+//! that name plus the caller's bearer token into the namespace the call may touch, or a status,
+//! and narrows the RPC's tenant (`memex_store::tenant`, `Deny` until then) to that namespace, so
+//! every query the call makes afterwards is held to its rows by Postgres too.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use memex_store::{Access, ApiKey, Namespace, Store, StoreError};
+use memex_store::{Access, ApiKey, Namespace, Store, StoreError, Tenant, tenant};
 use tonic::{Request, Status};
 
 use crate::status::store_status;
@@ -65,7 +67,14 @@ impl Auth {
     /// The namespace `name` if the caller may act on it with `need`; otherwise
     /// `INVALID_ARGUMENT` (no name), `UNAUTHENTICATED` (no or bad token), `PERMISSION_DENIED`
     /// (another namespace's key, or too few rights) or `NOT_FOUND` (no such namespace, auth off).
+    /// On success the RPC's tenant is that namespace from here on.
     pub async fn scope<T>(&self, req: &Request<T>, name: &str, need: Access) -> Result<Namespace, Status> {
+        let ns = self.authorize(req, name, need).await?;
+        tenant::set(Tenant::Namespace(ns.id));
+        Ok(ns)
+    }
+
+    async fn authorize<T>(&self, req: &Request<T>, name: &str, need: Access) -> Result<Namespace, Status> {
         if name.is_empty() {
             return Err(Status::invalid_argument("namespace: is required"));
         }
@@ -96,7 +105,8 @@ impl Auth {
         if let Some(ns) = self.namespaces.get(name).await {
             return Ok(ns);
         }
-        let ns = self.store.namespace(name).await.map_err(|e| store_status(&e))?;
+        // Authentication off: the name is all there is to go by, and no tenant is known yet.
+        let ns = tenant::scope(Tenant::All, self.store.namespace(name)).await.map_err(|e| store_status(&e))?;
         self.namespaces.insert(name.to_owned(), ns.clone()).await;
         Ok(ns)
     }
@@ -107,9 +117,11 @@ impl Auth {
         let token = token.to_owned();
         let found = self
             .keys
+            // Authentication finds the key by its hash alone, before any tenant is known: it is
+            // what tells which namespace the caller is.
             .try_get_with(hash, async move {
                 let asked = Instant::now();
-                let found = store.authenticate(&token).await?;
+                let found = tenant::scope(Tenant::All, store.authenticate(&token)).await?;
                 Ok::<_, StoreError>(
                     found.map(|a| Arc::new(LiveKey { key: a.key, until: a.expires_in.map(|left| asked + left) })),
                 )

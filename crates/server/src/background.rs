@@ -57,14 +57,17 @@ impl Background {
             acquire_timeout: std::time::Duration::from_secs(config.database.acquire_timeout_secs),
             group_commit: None,
             standby_url: crate::standby_url(config),
+            unscoped: memex_store::Tenant::Deny,
         };
         let url = config.database.url.clone();
+        // Background work is every namespace's: it starts as `Tenant::All` (the tasks it spawns
+        // enter it again where they start).
         let (made, pool) = handle
-            .spawn(async move {
+            .spawn(memex_store::tenant::scope(memex_store::Tenant::All, async move {
                 let store = Store::connect(&url, &opts).await?;
                 let pool = store.pool().clone();
                 make(store).await.map(|made| (made, pool))
-            })
+            }))
             .await
             .map_err(|e| crate::ServerError::Background(e.to_string()))??;
         if let Ok(mut observers) = self.observers.lock() {

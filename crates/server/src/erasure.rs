@@ -62,8 +62,13 @@ impl Eraser {
     }
 
     /// Applies every erasure after the last one applied here; on failure, retried at the next
-    /// notification or (re)connection.
+    /// notification or (re)connection. As `Tenant::All`, whoever calls it: the log is every
+    /// namespace's, and so are this replica's index and caches.
     pub async fn apply(&self) {
+        memex_store::tenant::scope(memex_store::Tenant::All, self.apply_log()).await
+    }
+
+    async fn apply_log(&self) {
         let _one = self.lock.lock().await;
         let from = self.applied.load(Ordering::SeqCst);
         let log = match self.state.store.erasures_after(from).await {

@@ -36,6 +36,7 @@ use memex_proto::v1::search_service_server::SearchServiceServer;
 use memex_proto::v1::session_service_server::SessionServiceServer;
 use memex_proto::v1::task_service_server::TaskServiceServer;
 use memex_proto::v1::view_service_server::ViewServiceServer;
+use memex_store::tenant::{self, Tenant};
 use memex_store::{Store, StoreOptions};
 use tokio::net::TcpListener;
 use tonic::transport::Server;
@@ -100,8 +101,16 @@ fn server_builder(config: &Config) -> Result<Server, ServerError> {
     })
 }
 
-/// Connects the store described by `config.database`.
+/// Connects the store described by `config.database`. Work outside any tenant scope finds no
+/// rows through it (row-level security, ADR 008): each entry point enters its tenant.
 pub async fn connect_store(config: &Config) -> Result<Store, memex_store::StoreError> {
+    connect_store_as(config, Tenant::Deny).await
+}
+
+/// As `connect_store`, with `unscoped` the tenant of work outside any scope: `Tenant::All` only
+/// for a tool that is the operator's own view of the database (the benchmarks' set-up and
+/// direct appends).
+pub async fn connect_store_as(config: &Config, unscoped: Tenant) -> Result<Store, memex_store::StoreError> {
     let opts = StoreOptions {
         max_connections: config.database.max_connections,
         min_connections: config.database.min_connections,
@@ -112,6 +121,7 @@ pub async fn connect_store(config: &Config) -> Result<Store, memex_store::StoreE
             max_request_events: config.ingest.group_commit_max_request_events,
         }),
         standby_url: standby_url(config),
+        unscoped,
     };
     Store::connect(&config.database.url, &opts).await
 }
@@ -147,6 +157,18 @@ async fn wait_for_schema(store: &Store) -> Result<(), ServerError> {
 /// The hot standby for settled reads, if one is configured (`[database] read_url`).
 pub(crate) fn standby_url(config: &Config) -> Option<String> {
     Some(config.database.read_url.clone()).filter(|u| !u.is_empty())
+}
+
+/// Logs, loudly, when row-level security does not hold the server's connections: a superuser or
+/// BYPASSRLS role skips every policy, leaving the queries' own namespace filters the only wall.
+async fn warn_if_tenancy_wall_down(store: &Store) {
+    match store.tenancy_wall_down().await {
+        Ok(None) => tracing::info!("row-level security holds every connection to its caller's namespace"),
+        Ok(Some(why)) => tracing::warn!(
+            "ROW-LEVEL SECURITY IS BYPASSED: {why}, so Postgres does not keep tenants apart; only memex's own queries do. Connect as a role without SUPERUSER and BYPASSRLS (docs/adr/008-row-level-security.md)."
+        ),
+        Err(e) => tracing::warn!(error = %e, "cannot tell whether row-level security holds this role"),
+    }
 }
 
 /// A `worker`-role process: the embedding worker, and gRPC health for the orchestrator's probes
@@ -250,6 +272,7 @@ pub async fn run_with_mcp(
         }
     }
     let store = connect_store(&config).await?;
+    warn_if_tenancy_wall_down(&store).await;
     let mut shutdown = Box::pin(shutdown);
     if config.database.migrate_on_start {
         store.migrate().await?;
@@ -304,14 +327,17 @@ pub async fn run_with_mcp(
     let _memory_observers: Vec<metrics::Observer> = memory_worker.iter().flat_map(metrics::memory_metrics).collect();
     let state = Arc::new(state);
     let eraser = erasure::Eraser::new(state.clone());
-    let erasure_listener = tokio::spawn(eraser.clone().run());
+    // The background tasks below work for every namespace (the erasure log, the retention
+    // policies, notifications): each enters `Tenant::All` where it starts. The quota flusher
+    // narrows itself to each namespace it records.
+    let erasure_listener = tokio::spawn(tenant::scope(Tenant::All, eraser.clone().run()));
     let quota_flusher = {
         let quotas = state.quotas.clone();
         tokio::spawn(async move { quotas.run().await })
     };
     let retention_job = (config.role != config::Role::Api && config.retention.interval_secs > 0).then(|| {
         let every = std::time::Duration::from_secs(config.retention.interval_secs);
-        tokio::spawn(retention::run(state.clone(), eraser.clone(), every))
+        tokio::spawn(tenant::scope(Tenant::All, retention::run(state.clone(), eraser.clone(), every)))
     });
     // tonic refuses messages beyond this outright (OUT_OF_RANGE); up to it, handlers refuse
     // messages over the configured limit with INVALID_ARGUMENT naming the limit.
@@ -339,13 +365,14 @@ pub async fn run_with_mcp(
     health_reporter.set_serving::<TaskServiceServer<service::context::tasks::Tasks>>().await;
     health_reporter.set_serving::<MemoryServiceServer<service::memory::MemoryHandler>>().await;
     let listener_engine = state.context.clone();
-    let reports_listener = tokio::spawn(async move { listener_engine.listen_for_reports().await });
+    let reports_listener =
+        tokio::spawn(tenant::scope(Tenant::All, async move { listener_engine.listen_for_reports().await }));
     let auth = state.auth.clone();
-    let keys_listener = tokio::spawn(async move {
+    let keys_listener = tokio::spawn(tenant::scope(Tenant::All, async move {
         if auth.enabled() {
             auth.listen_for_revocations().await;
         }
-    });
+    }));
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(memex_proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)

@@ -161,7 +161,8 @@ impl Quotas {
                 .collect()
         };
         for (id, bytes) in due {
-            match self.store.add_usage(id, bytes).await {
+            let add = self.store.add_usage(id, bytes);
+            match memex_store::tenant::scope(memex_store::Tenant::Namespace(id), add).await {
                 Ok(total) => {
                     if let Some(e) = lock(&self.entries).get_mut(&id) {
                         e.recorded = total;

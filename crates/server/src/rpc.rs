@@ -1,5 +1,8 @@
 //! The per-RPC tower layer: one server span per RPC (OTel RPC semantic conventions, parented on the
-//! caller's `traceparent`) and `rpc.server.duration`, both closed with the RPC's gRPC status.
+//! caller's `traceparent`) and `rpc.server.duration`, both closed with the RPC's gRPC status; and
+//! the RPC's tenant scope (`memex_store::tenant`), `Deny` until `Auth::scope` names the caller's
+//! namespace, entered for the handler and for every poll of the response body (a streaming
+//! handler's messages are made there, after the handler returned).
 //!
 //! A failed unary RPC is a trailers-only response (the status in the headers); any other response
 //! carries its status in the trailers, after the body, so the span and the measurement end when
@@ -10,6 +13,7 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use http_body::{Body, Frame, SizeHint};
+use memex_store::tenant::{Tenant, TenantScope};
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::Histogram;
 use tonic::codegen::http;
@@ -188,19 +192,20 @@ where
             duration: self.duration.clone(),
             done: false,
         };
+        let tenant = TenantScope::new(Tenant::Deny);
         let fut = {
             let _entered = span.enter();
-            self.inner.call(req)
+            tenant.run_sync(|| self.inner.call(req))
         };
         Box::pin(tracing::Instrument::instrument(
             async move {
-                match fut.await {
+                match tenant.clone().run(fut).await {
                     Ok(res) => {
                         if let Some(code) = status_in(res.headers()) {
                             finish.finish(code);
                         }
                         let span = finish.span.clone();
-                        Ok(res.map(|inner| Observed { inner: Box::pin(inner), span, finish }))
+                        Ok(res.map(|inner| Observed { inner: Box::pin(inner), span, finish, tenant }))
                     }
                     Err(e) => {
                         finish.finish(UNKNOWN);
@@ -218,6 +223,7 @@ pub struct Observed<B> {
     inner: Pin<Box<B>>,
     span: Span,
     finish: Finish,
+    tenant: TenantScope,
 }
 
 impl<B: Body> Body for Observed<B> {
@@ -226,9 +232,10 @@ impl<B: Body> Body for Observed<B> {
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
         let this = &mut *self;
-        // Streaming handlers produce their messages here: inside the RPC's span.
+        // Streaming handlers produce their messages here: inside the RPC's span and tenant.
         let _entered = this.span.enter();
-        let polled = this.inner.as_mut().poll_frame(cx);
+        let inner = &mut this.inner;
+        let polled = this.tenant.run_sync(|| inner.as_mut().poll_frame(cx));
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(code) = frame.trailers_ref().and_then(status_in) {

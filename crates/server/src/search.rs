@@ -189,7 +189,8 @@ impl SearchRuntime {
         let (caught_up_tx, caught_up) = watch::channel(false);
         let interval = Duration::from_millis(config.search.sync_interval_ms.max(10));
         let idx = index.clone();
-        let sync = tokio::spawn(async move {
+        // The catch-up loop reads every namespace's new events: `Tenant::All`.
+        let sync = tokio::spawn(memex_store::tenant::scope(memex_store::Tenant::All, async move {
             loop {
                 match idx.sync_all().await {
                     Ok(n) => {
@@ -207,7 +208,7 @@ impl SearchRuntime {
                     _ = stop_rx.changed() => return,
                 }
             }
-        });
+        }));
         let _query_vectors = index.query_vector_stats().map(query_vector_metric);
         Ok(Some(SearchRuntime { index, workers, _background: background, sync, stop, caught_up, _query_vectors }))
     }

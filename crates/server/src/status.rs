@@ -37,7 +37,11 @@ pub fn store_status(e: &StoreError) -> Status {
             Status::data_loss(e.to_string())
         }
         StoreError::Unavailable(e) => db_unavailable(e).unwrap_or_else(|| Status::unavailable(e.to_string())),
-        StoreError::Database(_) | StoreError::Migrate(_) | StoreError::Compression(_) | StoreError::Scan(_) => {
+        StoreError::Database(_)
+        | StoreError::Migrate(_)
+        | StoreError::Compression(_)
+        | StoreError::Scan(_)
+        | StoreError::TenantMismatch(_) => {
             tracing::error!(error = %e, "internal error");
             Status::internal("internal error (logged on the server)")
         }

@@ -54,6 +54,10 @@ pub enum StoreError {
     /// An erasure's scan of the stored packs could not read one.
     #[error("erasure scan: {0}")]
     Scan(String),
+    /// Work for one tenant named another's namespace, and was refused before it reached the
+    /// database (where row-level security would refuse it too): a bug, never the caller's doing.
+    #[error("the tenancy wall refused work naming namespace {0}: it is not the tenant of this call")]
+    TenantMismatch(Uuid),
     #[error("database error: {0}")]
     Database(sqlx::Error),
     #[error("migration failed: {0}")]

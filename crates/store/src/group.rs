@@ -8,6 +8,10 @@
 //! that is missing drops only its own events, and if the shared statement fails, each append is
 //! retried on its own so the error reaches the caller it belongs to.
 //!
+//! Tenancy: the shared statement holds appends of several namespaces, so the shards write as
+//! `Tenant::All`; `submit` refuses an append whose namespace is not its caller's tenant, and an
+//! append written on its own (a miss, a retry) is written as its caller's tenant.
+//!
 //! Deadlock freedom: a session always maps to the same shard, shards run one statement at a time,
 //! and appends that bypass the committer lock a single session row, so no two transactions can
 //! wait on each other's session locks in a cycle.
@@ -20,6 +24,7 @@ use sqlx::PgPool;
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
+use crate::tenant::{self, Tenant};
 use crate::{AppendOutcome, AppendRequest, Result, Store, StoreError};
 
 /// Tuning of the group committer.
@@ -41,11 +46,15 @@ impl Default for GroupCommitOptions {
 
 struct Pending {
     req: AppendRequest,
+    /// The appending caller's tenant: an append written on its own is written as that.
+    tenant: Tenant,
     reply: oneshot::Sender<Result<AppendOutcome>>,
 }
 
 pub(crate) struct GroupCommitter {
     shards: Vec<mpsc::Sender<Pending>>,
+    /// The tenant of a caller outside any scope (`StoreOptions::unscoped`).
+    unscoped: Tenant,
     max_request_events: usize,
 }
 
@@ -56,15 +65,18 @@ impl std::fmt::Debug for GroupCommitter {
 }
 
 impl GroupCommitter {
-    pub(crate) fn start(pool: &PgPool, opts: &GroupCommitOptions) -> GroupCommitter {
+    pub(crate) fn start(pool: &PgPool, opts: &GroupCommitOptions, unscoped: Tenant) -> GroupCommitter {
         let shards = (0..opts.shards.max(1))
             .map(|_| {
                 let (tx, rx) = mpsc::channel(4096);
-                tokio::spawn(shard_loop(Store::from_pool(pool.clone()), rx, opts.max_group_events.max(1)));
+                // Appends of every namespace share a statement: the shard writes as `All`, and
+                // `submit` admits each append only for its caller's tenant.
+                let shard = shard_loop(Store::from_pool(pool.clone()), rx, opts.max_group_events.max(1));
+                tokio::spawn(tenant::scope(Tenant::All, shard));
                 tx
             })
             .collect();
-        GroupCommitter { shards, max_request_events: opts.max_request_events }
+        GroupCommitter { shards, unscoped, max_request_events: opts.max_request_events }
     }
 
     /// Small, unkeyed, artifact-free batches qualify.
@@ -75,11 +87,17 @@ impl GroupCommitter {
     }
 
     pub(crate) async fn submit(&self, req: AppendRequest) -> Result<AppendOutcome> {
+        // The wall row-level security would put around this caller's statement, put here
+        // before its events join a statement written as `All`.
+        let tenant = tenant::current().unwrap_or(self.unscoped);
+        if !tenant.permits(req.namespace_id) {
+            return Err(StoreError::TenantMismatch(req.namespace_id));
+        }
         let mut h = std::collections::hash_map::DefaultHasher::new();
         req.session_id.hash(&mut h);
         let shard = &self.shards[(h.finish() % self.shards.len() as u64) as usize];
         let (reply, answer) = oneshot::channel();
-        if shard.send(Pending { req, reply }).await.is_err() {
+        if shard.send(Pending { req, tenant, reply }).await.is_err() {
             // The shard task is gone (runtime shutting down): nothing was written.
             return Err(StoreError::Unavailable(sqlx::Error::PoolClosed));
         }
@@ -211,7 +229,10 @@ async fn commit(store: &Store, group: Vec<Pending>) {
                             artifacts: Vec::new(),
                         })
                     }
-                    None => Err(store.why_not_appendable(p.req.namespace_id, slot.session).await),
+                    None => {
+                        let why = store.why_not_appendable(p.req.namespace_id, slot.session);
+                        Err(tenant::scope(p.tenant, why).await)
+                    }
                 };
                 let _ = p.reply.send(answer);
             }
@@ -219,7 +240,7 @@ async fn commit(store: &Store, group: Vec<Pending>) {
         Err(e) => {
             tracing::warn!(error = %e, appends = group.len(), "group commit failed; writing each append on its own");
             for p in group {
-                let answer = store.append_direct(p.req).await;
+                let answer = tenant::scope(p.tenant, store.append_direct(p.req)).await;
                 let _ = p.reply.send(answer);
             }
         }

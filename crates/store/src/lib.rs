@@ -5,7 +5,9 @@
 //! **Architecture invariant:** events are never updated or deleted (a trigger refuses it), and an
 //! append either commits every event of its batch with consecutive seqs or commits nothing.
 //! **Architecture invariant:** every read and write is scoped by a namespace id; nothing here ever
-//! returns a row of another namespace.
+//! returns a row of another namespace. Behind that, Postgres row-level security holds every
+//! connection to the tenant of the task that took it (`tenant.rs`): a query that forgot its
+//! namespace still sees none of another tenant's rows.
 //! **Architecture invariant:** this crate decides nothing about input validity; `memex-event` does,
 //! before anything reaches the database.
 
@@ -29,12 +31,13 @@ mod retention;
 mod sessions;
 mod standby;
 mod task_state;
+pub mod tenant;
 mod window;
 
 use std::time::Duration;
 
-use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{PgConnection, PgPool};
 
 pub use append::AppendRequest;
 pub use artifacts::Artifact;
@@ -54,6 +57,7 @@ pub use retention::{Retention, RetentionChange};
 pub use sessions::{NewSession, SessionFilter, SessionPage};
 pub use standby::StandbyStats;
 pub use task_state::{NewTaskState, TaskStateRow};
+pub use tenant::Tenant;
 pub use window::{Eviction, ManifestRow, NewCompaction, WindowRow};
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -75,6 +79,10 @@ pub struct StoreOptions {
     /// A hot standby of the same database for settled reads (see `standby.rs`); None: the primary
     /// serves every read.
     pub standby_url: Option<String>,
+    /// The tenant of work outside any `tenant::scope`. `Deny` (the default) in the server, so a
+    /// path that entered no scope finds nothing; `All` only for a tool that is the operator's own
+    /// view of the database (the test harness's handle).
+    pub unscoped: Tenant,
 }
 
 impl Default for StoreOptions {
@@ -85,6 +93,7 @@ impl Default for StoreOptions {
             acquire_timeout: Duration::from_secs(10),
             group_commit: Some(GroupCommitOptions::default()),
             standby_url: None,
+            unscoped: Tenant::Deny,
         }
     }
 }
@@ -108,26 +117,31 @@ pub struct Store {
     listeners: PgPool,
     group: Option<std::sync::Arc<group::GroupCommitter>>,
     standby: Option<standby::Standby>,
+    /// `StoreOptions::unscoped`.
+    unscoped: Tenant,
 }
 
 impl Store {
     /// Connects a pool to `url` (a `postgres://` URL).
     pub async fn connect(url: &str, opts: &StoreOptions) -> Result<Store> {
         let connect: PgConnectOptions = url.parse()?;
-        let pool = PgPoolOptions::new()
+        let pool = tenant_hooks(PgPoolOptions::new(), opts.unscoped)
             .max_connections(opts.max_connections)
             .min_connections(opts.min_connections)
             .acquire_timeout(opts.acquire_timeout)
             .connect_with(connect.clone().application_name("memex"))
             .await?;
         let listeners = listener_pool(connect.application_name("memex-listen"), opts.acquire_timeout);
-        let group = opts.group_commit.as_ref().map(|g| std::sync::Arc::new(group::GroupCommitter::start(&pool, g)));
+        let group = opts
+            .group_commit
+            .as_ref()
+            .map(|g| std::sync::Arc::new(group::GroupCommitter::start(&pool, g, opts.unscoped)));
         let standby = match &opts.standby_url {
             Some(url) => {
                 let connect: PgConnectOptions = url.parse()?;
                 // Lazy, and quick to give up: a standby that is down or saturated costs a read
                 // a short wait before the primary answers, and never stops the server starting.
-                let pool = PgPoolOptions::new()
+                let pool = tenant_hooks(PgPoolOptions::new(), opts.unscoped)
                     .max_connections(opts.max_connections)
                     .min_connections(0)
                     .acquire_timeout(opts.acquire_timeout.min(STANDBY_ACQUIRE_TIMEOUT))
@@ -136,13 +150,14 @@ impl Store {
             }
             None => None,
         };
-        Ok(Store { pool, listeners, group, standby })
+        Ok(Store { pool, listeners, group, standby, unscoped: opts.unscoped })
     }
 
-    /// A store over an existing pool, writing every append on its own (no group commit).
+    /// A store over an existing pool, writing every append on its own (no group commit). The
+    /// pool should be one of a `Store`'s: a pool without its hooks does not set the tenant.
     pub fn from_pool(pool: PgPool) -> Store {
         let listeners = listener_pool((*pool.connect_options()).clone(), pool.options().get_acquire_timeout());
-        Store { pool, listeners, group: None, standby: None }
+        Store { pool, listeners, group: None, standby: None, unscoped: Tenant::Deny }
     }
 
     /// Closes the pools (primary, listeners and standby).
@@ -154,6 +169,13 @@ impl Store {
         }
     }
 
+    /// The tenant this store's connections are held to for the current task: its scope's, else
+    /// `StoreOptions::unscoped`. Work that leaves the task's connection (a shared statement of a
+    /// committer) checks it in Rust, as the policies would in Postgres.
+    pub fn tenant(&self) -> Tenant {
+        tenant::current().unwrap_or(self.unscoped)
+    }
+
     pub fn pool(&self) -> &PgPool {
         &self.pool
     }
@@ -163,10 +185,25 @@ impl Store {
     }
 
     /// Applies pending migrations. Safe to run concurrently from several replicas: sqlx takes an
-    /// advisory lock.
+    /// advisory lock. As `Tenant::All`: a migration may rewrite the rows of every namespace.
     pub async fn migrate(&self) -> Result<()> {
-        MIGRATOR.run(&self.pool).await?;
+        tenant::scope(Tenant::All, MIGRATOR.run(&self.pool)).await?;
         Ok(())
+    }
+
+    /// Why row-level security does not hold this store's connections, if it does not: the role
+    /// it connects as is a superuser or has BYPASSRLS, which skip every policy (the wall is down;
+    /// only the queries' own namespace filters keep tenants apart).
+    pub async fn tenancy_wall_down(&self) -> Result<Option<String>> {
+        let (role, superuser, bypass): (String, bool, bool) =
+            sqlx::query_as("SELECT rolname::text, rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user")
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(match (superuser, bypass) {
+            (true, _) => Some(format!("the database role {role:?} is a superuser")),
+            (false, true) => Some(format!("the database role {role:?} has BYPASSRLS")),
+            (false, false) => None,
+        })
     }
 
     /// The versions of the embedded migrations the database has not applied (all of them when it
@@ -194,4 +231,28 @@ impl Store {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
     }
+}
+
+/// Sets `memex.tenant` on every connection a pool hands out, from the tenant of the task taking
+/// it (`unscoped` outside any scope): on a fresh connection (`after_connect`, which sqlx runs in
+/// the acquiring task) and on every reuse of an idle one (`before_acquire`). The statement is
+/// also the liveness test sqlx would otherwise make with a ping of its own, so it replaces it:
+/// an acquire costs one round trip, as before. A connection that fails it is closed and another
+/// one taken, as a failed ping's would be.
+fn tenant_hooks(options: PgPoolOptions, unscoped: Tenant) -> PgPoolOptions {
+    options
+        .test_before_acquire(false)
+        .after_connect(move |conn, _| {
+            let setting = tenant::setting_for_current(unscoped);
+            Box::pin(async move { set_tenant(conn, &setting).await })
+        })
+        .before_acquire(move |conn, _| {
+            let setting = tenant::setting_for_current(unscoped);
+            Box::pin(async move { set_tenant(conn, &setting).await.map(|()| true) })
+        })
+}
+
+async fn set_tenant(conn: &mut PgConnection, setting: &str) -> std::result::Result<(), sqlx::Error> {
+    sqlx::query("SELECT set_config('memex.tenant', $1, false)").bind(setting).execute(conn).await?;
+    Ok(())
 }

@@ -382,7 +382,9 @@ pub async fn start_server_with(
 ) -> anyhow::Result<(Conn, BenchServer, memex_store::Store)> {
     config.auth.enabled = false;
     config.log.filter = "warn".into();
-    let store = memex_server::connect_store(&config).await.context("bench needs the database (make run sets it up)")?;
+    let store = memex_server::connect_store_as(&config, memex_store::Tenant::All)
+        .await
+        .context("bench needs the database (make run sets it up)")?;
     store.migrate().await?;
     let namespace = match namespace {
         Some(n) => n.to_owned(),
@@ -422,7 +424,7 @@ pub async fn start_server_with(
 /// The single-append phase against the store itself (no gRPC), for profiling.
 async fn direct_single(args: &IngestArgs, content: &str) -> anyhow::Result<()> {
     let config = args.config.load()?;
-    let store = memex_server::connect_store(&config).await?;
+    let store = memex_server::connect_store_as(&config, memex_store::Tenant::All).await?;
     let ns = store.create_namespace(&format!("bench-{}", ulid::Ulid::generate().to_string().to_lowercase())).await?;
     let mut tasks = Vec::new();
     let until = Instant::now() + Duration::from_secs_f64(args.seconds);

@@ -105,7 +105,9 @@ pub async fn run(args: McpBenchArgs) -> anyhow::Result<()> {
         .display()
         .to_string();
     let index_dir = config.search.index_dir.clone();
-    let store = memex_server::connect_store(&config).await.context("bench needs the database (make run sets it up)")?;
+    let store = memex_server::connect_store_as(&config, memex_store::Tenant::All)
+        .await
+        .context("bench needs the database (make run sets it up)")?;
     store.migrate().await?;
     let ns_name = format!("bench-mcp-{}", ulid::Ulid::generate().to_string().to_lowercase());
     let ns = store.create_namespace(&ns_name).await?;

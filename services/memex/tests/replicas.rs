@@ -134,7 +134,7 @@ fn pack_req(session: &str) -> pb::BuildPackRequest {
 #[tokio::test]
 async fn three_replicas_over_one_database_answer_byte_for_byte_alike() {
     let Some(db) = memex_tests::test_db().await else { return };
-    let store = memex_store::Store::connect(&db.url, &Default::default()).await.unwrap();
+    let store = db.store().await;
     let ns = store.create_namespace("agree").await.unwrap();
     let token = store.create_api_key(&ns, "replicas", Access::Admin).await.unwrap().token;
     let mut replicas = Vec::new();

@@ -32,7 +32,7 @@ async fn sigterm_under_load_drains_within_the_grace_period() {
     let Some(model_dir) = memex_embed::test_model_dir() else { return };
     let Some(db) = memex_tests::test_db().await else { return };
     let ns = "default".to_owned();
-    let store = memex_store::Store::connect(&db.url, &Default::default()).await.unwrap();
+    let store = db.store().await;
     store.create_namespace(&ns).await.unwrap();
     let port = free_port();
     let index_dir = std::env::temp_dir().join(format!("memex-shutdown-index-{}", db.name));

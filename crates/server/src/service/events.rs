@@ -151,12 +151,13 @@ impl EventService for Events {
             None => return Ok(Response::new(Box::pin(ReceiverStream::new(rx)))),
         };
         let ns = st.auth.scope(&metadata_req, &first.namespace, Access::Write).await?;
-        tokio::spawn(async move {
+        // The task outlives this handler: it keeps the RPC's tenant (the caller's namespace).
+        tokio::spawn(memex_store::tenant::inherit(memex_store::tenant::current(), async move {
             let result = ingest_stream(&st, &ns, first, &mut inbound, &tx).await;
             if let Err(status) = result {
                 let _ = tx.send(Err(status)).await;
             }
-        });
+        }));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 

@@ -112,7 +112,13 @@ async fn store(config: &ConfigArgs) -> anyhow::Result<memex_store::Store> {
     Ok(store)
 }
 
+/// Runs an admin command against the database, as `Tenant::All`: the operator's commands create
+/// namespaces and act on any of them (row-level security, ADR 008).
 pub async fn run(cmd: AdminCommand) -> anyhow::Result<()> {
+    memex_store::tenant::scope(memex_store::Tenant::All, run_command(cmd)).await
+}
+
+async fn run_command(cmd: AdminCommand) -> anyhow::Result<()> {
     match cmd {
         AdminCommand::CreateNamespace { name, if_not_exists, config } => {
             let store = store(&config).await?;

@@ -232,7 +232,10 @@ pub async fn memory(cmd: MemoryCommand) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        MemoryCommand::Rebuild { config, namespaces } => rebuild(config, namespaces).await,
+        // The operator's command, over any namespace: `Tenant::All`.
+        MemoryCommand::Rebuild { config, namespaces } => {
+            memex_store::tenant::scope(memex_store::Tenant::All, rebuild(config, namespaces)).await
+        }
         MemoryCommand::Status { args } => {
             let s = args.client().await?.memory_status().await?;
             if args.json() {

@@ -16,7 +16,13 @@ pub struct ReindexArgs {
     pub namespaces: Vec<String>,
 }
 
+/// Rebuilds the text indexes from the database, as `Tenant::All` (the operator's command, over
+/// any namespace).
 pub async fn run(args: ReindexArgs) -> anyhow::Result<()> {
+    memex_store::tenant::scope(memex_store::Tenant::All, reindex(args)).await
+}
+
+async fn reindex(args: ReindexArgs) -> anyhow::Result<()> {
     // The text index needs no model: `--embedding` is accepted (the search flags are shared) and
     // ignored, and the index is opened without an embedder.
     let mut config = args.search.config.load()?;

@@ -64,7 +64,7 @@ async fn replicas_with_skewed_clocks_agree_on_key_expiry_and_event_times() {
         eprintln!("skipped: libfaketime is not installed (apt-get install faketime)");
         return;
     }
-    let store = memex_store::Store::connect(&db.url, &Default::default()).await.unwrap();
+    let store = db.store().await;
     let ns = store.create_namespace("crash").await.unwrap();
     let admin = store.create_api_key(&ns, "admin", Access::Admin).await.unwrap().token;
     let rotated = store.create_api_key(&ns, "rotated", Access::Write).await.unwrap();

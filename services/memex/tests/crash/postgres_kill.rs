@@ -82,7 +82,7 @@ impl Cluster {
     }
 
     fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+        format!("postgres://memex@127.0.0.1:{}/postgres", self.port)
     }
 }
 
@@ -120,8 +120,18 @@ async fn postgres_killed_under_load_gives_unavailable_then_recovers_without_a_re
     };
     cluster.start();
     let port = cluster.port.to_string();
-    cluster.run("psql", &["-h", "127.0.0.1", "-p", &port, "-U", "postgres", "-c", "CREATE EXTENSION vector"]);
-    let store = memex_store::Store::connect(&cluster.url(), &Default::default()).await.unwrap();
+    // The server's role owns the database and is no superuser, as in production (row-level
+    // security holds it); the extensions need the superuser.
+    for sql in [
+        "CREATE EXTENSION vector",
+        "CREATE EXTENSION pg_trgm",
+        "CREATE ROLE memex LOGIN",
+        "ALTER DATABASE postgres OWNER TO memex",
+    ] {
+        cluster.run("psql", &["-h", "127.0.0.1", "-p", &port, "-U", "postgres", "-c", sql]);
+    }
+    let opts = memex_store::StoreOptions { unscoped: memex_store::Tenant::All, ..Default::default() };
+    let store = memex_store::Store::connect(&cluster.url(), &opts).await.unwrap();
     store.migrate().await.unwrap();
     let ns = store.create_namespace("crash").await.unwrap();
     let token = store.create_api_key(&ns, "crash", Access::Admin).await.unwrap().token;

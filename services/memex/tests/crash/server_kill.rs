@@ -157,7 +157,7 @@ async fn compactor(peer: Peer, session: String, stop: Arc<AtomicBool>, flight: A
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kill_9_at_random_points_loses_no_acknowledged_event_and_repeats_none() {
     let Some(db) = memex_tests::test_db().await else { return };
-    let store = memex_store::Store::connect(&db.url, &Default::default()).await.unwrap();
+    let store = db.store().await;
     let ns = store.create_namespace("crash").await.unwrap();
     let token = store.create_api_key(&ns, "crash", Access::Admin).await.unwrap().token;
     let kills: usize = std::env::var("MEMEX_CRASH_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(20);

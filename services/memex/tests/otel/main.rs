@@ -85,7 +85,7 @@ fn free_port() -> u16 {
 async fn spans_and_metrics_reach_an_otlp_receiver() {
     let Some(model_dir) = memex_embed::test_model_dir() else { return };
     let Some(db) = memex_tests::test_db().await else { return };
-    let store = memex_store::Store::connect(&db.url, &Default::default()).await.unwrap();
+    let store = db.store().await;
     store.create_namespace(NS).await.unwrap();
     let (otlp, endpoint) = Receiver::start().await;
     let port = free_port();
