@@ -444,3 +444,56 @@ async fn a_full_disk_under_the_index_loses_nothing_and_the_index_catches_up_when
 fn not_root() -> bool {
     std::process::Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() != "0")
 }
+
+/// A write storm against a database that cannot keep up: the group committer's queue is bounded,
+/// and an append that finds it full is refused at once (`RESOURCE_EXHAUSTED`, retry hint) with
+/// nothing written, instead of waiting behind the others; the queued ones commit once the
+/// database moves again.
+#[tokio::test]
+async fn a_full_group_commit_queue_refuses_appends_at_once() {
+    use sqlx::Connection;
+    let Some(srv) = TestServer::start_with(|c| {
+        c.ingest.group_commit_shards = 1;
+        c.ingest.group_commit_queue = 2;
+    })
+    .await
+    else {
+        return;
+    };
+    let mut f = fixture(&srv, "storm").await;
+    let mut locker = sqlx::PgConnection::connect(&srv.config.database.url).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut locker).await.unwrap();
+    sqlx::query("LOCK TABLE events IN EXCLUSIVE MODE").execute(&mut locker).await.unwrap();
+    let append = |i: usize| {
+        let mut events = f.c.events.clone();
+        let req = pb::AppendEventsRequest {
+            namespace: f.ns.clone(),
+            session_id: f.session.clone(),
+            events: vec![ev("note", &format!("storm {i}"))],
+            ..Default::default()
+        };
+        tokio::spawn(async move { events.append_events(req).await })
+    };
+    // One in the committer's statement (waiting on the lock), two queued, the rest refused.
+    let calls: Vec<_> = (0..8).map(append).collect();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (mut refused, mut waiting) = (0, Vec::new());
+    for h in calls {
+        if h.is_finished() {
+            let s = h.await.unwrap().expect_err("nothing commits while the table is locked");
+            assert_eq!(s.code(), tonic::Code::ResourceExhausted, "{s:?}");
+            assert!(s.metadata().get("grpc-retry-pushback-ms").is_some(), "{s:?}");
+            refused += 1;
+        } else {
+            waiting.push(h);
+        }
+    }
+    assert!(refused >= 4, "a full queue refuses at once: {refused} of 8 refused");
+    sqlx::query("COMMIT").execute(&mut locker).await.unwrap();
+    let mut committed = 0;
+    for h in waiting {
+        h.await.unwrap().unwrap();
+        committed += 1;
+    }
+    assert_eq!(f.all_events().await.len(), committed, "the refused appends wrote nothing");
+}

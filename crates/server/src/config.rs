@@ -115,6 +115,9 @@ pub struct IngestConfig {
     pub group_commit_max_request_events: usize,
     /// Most events in one shared statement.
     pub group_commit_max_events: usize,
+    /// Appends waiting per committer task; past it an append is refused at once with
+    /// RESOURCE_EXHAUSTED and a retry hint (memory stays bounded under a write storm).
+    pub group_commit_queue: usize,
 }
 
 /// Embeddings: which model, and the background worker that computes them.
@@ -305,6 +308,7 @@ impl Default for IngestConfig {
             group_commit_shards: 4,
             group_commit_max_request_events: 64,
             group_commit_max_events: 2048,
+            group_commit_queue: 4096,
         }
     }
 }

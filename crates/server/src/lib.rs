@@ -119,6 +119,7 @@ pub async fn connect_store_as(config: &Config, unscoped: Tenant) -> Result<Store
             shards: config.ingest.group_commit_shards,
             max_group_events: config.ingest.group_commit_max_events,
             max_request_events: config.ingest.group_commit_max_request_events,
+            queue: config.ingest.group_commit_queue,
         }),
         standby_url: standby_url(config),
         unscoped,

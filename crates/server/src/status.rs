@@ -36,6 +36,7 @@ pub fn store_status(e: &StoreError) -> Status {
             tracing::error!(error = %e, "artifact failed verification");
             Status::data_loss(e.to_string())
         }
+        StoreError::Overloaded(_) => crate::admission::retry_later(Status::resource_exhausted(e.to_string())),
         StoreError::Unavailable(e) => db_unavailable(e).unwrap_or_else(|| Status::unavailable(e.to_string())),
         StoreError::Database(_)
         | StoreError::Migrate(_)

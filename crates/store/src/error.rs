@@ -51,6 +51,10 @@ pub enum StoreError {
     /// Retrying later may work; [`unavailable_reason`] says which it was.
     #[error("the database is unavailable: {0}")]
     Unavailable(sqlx::Error),
+    /// A bounded queue in front of the database is full (the group committer's): nothing was
+    /// written; retrying after a pause may work.
+    #[error("{0} is full; retry with backoff")]
+    Overloaded(&'static str),
     /// An erasure's scan of the stored packs could not read one.
     #[error("erasure scan: {0}")]
     Scan(String),

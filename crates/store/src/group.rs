@@ -36,11 +36,13 @@ pub struct GroupCommitOptions {
     pub max_group_events: usize,
     /// Appends with more events than this are written on their own.
     pub max_request_events: usize,
+    /// Appends waiting per shard; past it an append is refused at once (`Overloaded`).
+    pub queue: usize,
 }
 
 impl Default for GroupCommitOptions {
     fn default() -> Self {
-        GroupCommitOptions { shards: 4, max_group_events: 2048, max_request_events: 64 }
+        GroupCommitOptions { shards: 4, max_group_events: 2048, max_request_events: 64, queue: 4096 }
     }
 }
 
@@ -68,7 +70,7 @@ impl GroupCommitter {
     pub(crate) fn start(pool: &PgPool, opts: &GroupCommitOptions, unscoped: Tenant) -> GroupCommitter {
         let shards = (0..opts.shards.max(1))
             .map(|_| {
-                let (tx, rx) = mpsc::channel(4096);
+                let (tx, rx) = mpsc::channel(opts.queue.max(1));
                 // Appends of every namespace share a statement: the shard writes as `All`, and
                 // `submit` admits each append only for its caller's tenant.
                 let shard = shard_loop(Store::from_pool(pool.clone()), rx, opts.max_group_events.max(1));
@@ -97,9 +99,16 @@ impl GroupCommitter {
         req.session_id.hash(&mut h);
         let shard = &self.shards[(h.finish() % self.shards.len() as u64) as usize];
         let (reply, answer) = oneshot::channel();
-        if shard.send(Pending { req, tenant, reply }).await.is_err() {
+        // A full queue refuses at once: waiting for room would queue callers without bound.
+        match shard.try_send(Pending { req, tenant, reply }) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                return Err(StoreError::Overloaded("the group committer's queue (ingest.group_commit_queue)"));
+            }
             // The shard task is gone (runtime shutting down): nothing was written.
-            return Err(StoreError::Unavailable(sqlx::Error::PoolClosed));
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                return Err(StoreError::Unavailable(sqlx::Error::PoolClosed));
+            }
         }
         answer.await.map_err(|_| StoreError::Unavailable(sqlx::Error::PoolClosed))?
     }
