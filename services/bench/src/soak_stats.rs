@@ -175,22 +175,22 @@ mod tests {
     #[test]
     fn slope_of_a_line_and_of_noise_around_it() {
         let line: Vec<(f64, f64)> = (0..10).map(|i| (i as f64, 300.0 + 2.5 * i as f64)).collect();
-        assert!((least_squares_slope(&line).unwrap() - 2.5).abs() < 1e-9);
+        assert!((least_squares_slope(&line).expect("a slope") - 2.5).abs() < 1e-9);
         // Sawtooth noise of ±4 around a flat line: no trend.
         let flat: Vec<(f64, f64)> = (0..40).map(|i| (i as f64, 500.0 + if i % 2 == 0 { 4.0 } else { -4.0 })).collect();
-        assert!(least_squares_slope(&flat).unwrap().abs() < 0.02);
+        assert!(least_squares_slope(&flat).expect("a slope").abs() < 0.02);
         assert_eq!(least_squares_slope(&[(1.0, 5.0)]), None);
         assert_eq!(least_squares_slope(&[(1.0, 5.0), (1.0, 7.0)]), None);
     }
 
     #[test]
     fn an_interval_in_rates_and_quantiles() {
-        let mut ok = Histogram::<u64>::new_with_bounds(1, 600_000_000, 3).unwrap();
+        let mut ok = Histogram::<u64>::new_with_bounds(1, 600_000_000, 3).expect("valid bounds");
         for ms in 1..=100u64 {
-            ok.record(ms * 1000).unwrap();
+            ok.record(ms * 1000).expect("in bounds");
         }
-        let mut refused = Histogram::<u64>::new_with_bounds(1, 600_000_000, 3).unwrap();
-        refused.record(800).unwrap();
+        let mut refused = Histogram::<u64>::new_with_bounds(1, 600_000_000, 3).expect("valid bounds");
+        refused.record(800).expect("in bounds");
         let first = ProcSample { rss_kb: 400 * 1024, cpu_ticks: 1_000, ..Default::default() };
         let last = ProcSample { rss_kb: 410 * 1024, cpu_ticks: 1_000 + 30 * 150, ..Default::default() };
         let s = IntervalStats::of(60.0, 30.0, 300, &ok, &refused, 2).with_server(Some(&first), Some(&last), 420 * 1024);
@@ -199,9 +199,9 @@ mod tests {
         assert!((s.p50_ms - 50.0).abs() < 0.1 && (s.p99_ms - 99.0).abs() < 0.1 && (s.max_ms - 100.0).abs() < 0.1);
         assert!((s.refused_p99_ms - 0.8).abs() < 0.01);
         assert_eq!((s.rss_kb, s.rss_max_kb), (Some(410 * 1024), Some(420 * 1024)));
-        assert!((s.cpu_cores.unwrap() - 1.5).abs() < 1e-9);
+        assert!((s.cpu_cores.expect("two samples") - 1.5).abs() < 1e-9);
         // Nothing answered: zeros, not a panic.
-        let empty = Histogram::<u64>::new_with_bounds(1, 600_000_000, 3).unwrap();
+        let empty = Histogram::<u64>::new_with_bounds(1, 600_000_000, 3).expect("valid bounds");
         assert_eq!(IntervalStats::of(30.0, 30.0, 0, &empty, &empty, 0).p99_ms, 0.0);
     }
 
@@ -210,7 +210,7 @@ mod tests {
         let status = "Name:\tmemex\nVmPeak:\t 2000000 kB\nVmHWM:\t  812340 kB\nVmRSS:\t  640000 kB\n\
                       RssAnon:\t  500000 kB\nRssFile:\t  139000 kB\nRssShmem:\t    1000 kB\nThreads:\t41\n";
         let stat = "4242 (memex serve) S 1 4242 4242 0 -1 4194560 100 0 0 0 1234 567 0 0 20 0 41 0 100 0";
-        let s = ProcSample::parse(status, stat).unwrap();
+        let s = ProcSample::parse(status, stat).expect("every field");
         assert_eq!(
             s,
             ProcSample {
