@@ -37,6 +37,9 @@ pub enum BenchCommand {
     /// What survives a handoff: BuildSnapshot at 2k/4k tokens over cut trajectories and traces,
     /// against truncation and the pointer manifest; BuildSnapshot's latency at scale.
     Handoff(super::bench_handoff::HandoffArgs),
+    /// A real `memex serve` for N minutes above its saturation rate: does it shed fast, does its
+    /// RSS stay flat? A line per interval (rates, p50/p99, RSS), then start/end/peak RSS and slope.
+    Soak(super::bench_soak::SoakArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -115,6 +118,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Events(args) => super::bench_events::run(args),
         BenchCommand::Memory(args) => super::bench_memory::run(args).await,
         BenchCommand::Handoff(args) => super::bench_handoff::run(args).await,
+        BenchCommand::Soak(args) => super::bench_soak::run(args).await,
     }
 }
 

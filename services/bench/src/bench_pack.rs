@@ -97,6 +97,39 @@ fn user_message(question: &str) -> String {
     format!("{question} (ref q{:016x})", z ^ (z >> 31))
 }
 
+/// One agent turn on `session`: the event the agent appends first (when `append`), then its
+/// BuildPack request asking question `q` of [`QUERIES`]. `k` numbers the asker's turns.
+pub(crate) fn turn_requests(
+    namespace: &str,
+    session: String,
+    q: usize,
+    k: u32,
+    retrieval: u32,
+    view: i32,
+    append: bool,
+) -> (Option<pb::AppendEventsRequest>, pb::BuildPackRequest) {
+    let question = QUERIES[q % QUERIES.len()];
+    let event = append.then(|| pb::AppendEventsRequest {
+        namespace: namespace.to_owned(),
+        session_id: session.clone(),
+        events: vec![pb::EventInput {
+            kind: "assistant_message".into(),
+            content: format!("Turn {k}: next I will look into {question}"),
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    let pack = pb::BuildPackRequest {
+        namespace: namespace.to_owned(),
+        session_id: session,
+        user_message: user_message(question),
+        budgets: Some(pb::Budgets { retrieval: Some(retrieval), ..Default::default() }),
+        view,
+        ..Default::default()
+    };
+    (event, pack)
+}
+
 pub async fn run(args: PackArgs) -> anyhow::Result<()> {
     let namespace = match (&args.namespace, args.fresh) {
         (Some(n), _) => n.clone(),
@@ -340,27 +373,8 @@ async fn phase(
                 } else {
                     sessions[w].clone()
                 };
-                let req = pb::BuildPackRequest {
-                    namespace: ns.clone(),
-                    session_id: session.clone(),
-                    user_message: user_message(QUERIES[(w + k as usize) % QUERIES.len()]),
-                    budgets: Some(pb::Budgets { retrieval: Some(retrieval), ..Default::default() }),
-                    view,
-                    ..Default::default()
-                };
-                let append = args_append.then(|| pb::AppendEventsRequest {
-                    namespace: ns.clone(),
-                    session_id: session.clone(),
-                    events: vec![pb::EventInput {
-                        kind: "assistant_message".into(),
-                        content: format!(
-                            "Turn {k}: next I will look into {}",
-                            QUERIES[(w + k as usize) % QUERIES.len()]
-                        ),
-                        ..Default::default()
-                    }],
-                    ..Default::default()
-                });
+                let (append, req) =
+                    turn_requests(&ns, session, (w + k as usize) % QUERIES.len(), k, retrieval, view, args_append);
                 let ((mut c, mut e), hist, errors) = (client.clone(), hist.clone(), errors.clone());
                 let (refused, with_vectors) = (refused.clone(), with_vectors.clone());
                 let timeline = args_timeline.then(|| timeline.clone());
@@ -456,11 +470,20 @@ fn print_timeline(samples: &[(u32, u64)]) {
 async fn ensure_corpus(args: &PackArgs, conn: &Conn, store: &memex_store::Store) -> anyhow::Result<Vec<String>> {
     ensure_corpus_of(args.events, &args.traces, conn, store).await?;
     let ns = store.namespace(&conn.namespace).await?;
+    corpus_sessions(store, ns.id, (args.workers * 4).max(args.sessions)).await
+}
+
+/// The first `limit` sessions of the corpus in namespace `namespace_id`, oldest first.
+pub(crate) async fn corpus_sessions(
+    store: &memex_store::Store,
+    namespace_id: uuid::Uuid,
+    limit: usize,
+) -> anyhow::Result<Vec<String>> {
     let rows: Vec<(uuid::Uuid,)> = sqlx::query_as(
         "SELECT id FROM sessions WHERE namespace_id = $1 AND agent_id LIKE 'packbench-%' ORDER BY created_at LIMIT $2",
     )
-    .bind(ns.id)
-    .bind((args.workers * 4).max(args.sessions) as i64)
+    .bind(namespace_id)
+    .bind(limit as i64)
     .fetch_all(store.pool())
     .await?;
     Ok(rows.into_iter().map(|(id,)| id.to_string()).collect())

@@ -11,8 +11,11 @@ mod bench_memory;
 mod bench_needle;
 mod bench_pack;
 mod bench_search;
+mod bench_soak;
 mod bench_view;
 mod searchkit;
+mod soak_server;
+mod soak_stats;
 mod traces;
 
 use clap::Parser;
@@ -24,7 +27,11 @@ use std::process::ExitCode;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
-#[command(name = "memex-bench", version, about = "Benchmarks of memex: ingest, views, search, retrieval, packs, MCP")]
+#[command(
+    name = "memex-bench",
+    version,
+    about = "Benchmarks of memex: ingest, views, search, retrieval, packs, MCP, soak"
+)]
 struct Cli {
     #[command(subcommand)]
     command: bench::BenchCommand,

@@ -1,0 +1,573 @@
+//! `memex-bench soak`: a real `memex serve` (a child process with the default configuration, or a
+//! server at `--endpoint`) under an open-loop fleet load for `--minutes`, by default at twice the
+//! saturation rate found first. Each turn appends an event to a session picked at random among
+//! `--sessions` of the corpus, then asks for its pack; latency is counted from the turn's scheduled
+//! time. The questions it answers: above saturation, does the server shed with fast
+//! RESOURCE_EXHAUSTED refusals, and does its memory stay flat? A line per interval (offered, OK,
+//! refused, errors, latency, server RSS and CPU), then start / end / peak RSS, the RSS slope over
+//! the second half and totals; last line JSON.
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use hdrhistogram::Histogram;
+use memex_client::{Authed, Conn};
+use memex_proto::v1 as pb;
+use memex_proto::v1::context_service_client::ContextServiceClient;
+use memex_proto::v1::event_service_client::EventServiceClient;
+use memex_server::flags::ConfigArgs;
+use serde_json::json;
+
+use super::bench::round;
+use super::soak_server::{Server, read_proc};
+use super::soak_stats::{IntervalStats, ProcSample, least_squares_slope};
+
+#[derive(clap::Args, Debug)]
+pub struct SoakArgs {
+    /// Minutes of load at the soak rate (after the saturation search).
+    #[arg(long, default_value_t = 10.0)]
+    pub minutes: f64,
+    /// Turns per second offered (each an append and a pack); default: twice the saturation rate
+    /// found first.
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Seconds per report line.
+    #[arg(long, default_value_t = 30.0)]
+    pub interval: f64,
+    /// Sessions of the corpus the turns go to, one at random each.
+    #[arg(long, default_value_t = 1000)]
+    pub sessions: usize,
+    /// Events the corpus namespace must hold (its default name is bench-pack-<events>, the pack
+    /// bench's corpus).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub events: u64,
+    /// Namespace of the corpus (default: bench-pack-<events>).
+    #[arg(long)]
+    pub namespace: Option<String>,
+    /// Load the corpus when the namespace is missing or short, by replaying the trajectories of
+    /// --traces through the server (otherwise that is an error).
+    #[arg(long)]
+    pub load: bool,
+    /// The agent-traces folder (or its .jsonl.gz file), for --load.
+    #[arg(long, default_value = "../shared/bench-data/agent-traces")]
+    pub traces: PathBuf,
+    /// Retrieval budget of each pack (tokens); the other budgets are the server's defaults.
+    #[arg(long, default_value_t = 4096)]
+    pub retrieval: u32,
+    /// Packs only: no append before each pack.
+    #[arg(long)]
+    pub no_append: bool,
+    /// Saturation search: the first rate (turns/s), raised 1.5x a step until p99 passes 100 ms or
+    /// refusals start.
+    #[arg(long, default_value_t = 25.0)]
+    pub start_rate: f64,
+    /// Seconds per saturation step.
+    #[arg(long, default_value_t = 10.0)]
+    pub step_seconds: f64,
+    /// Seconds of unmeasured load at --start-rate first (caches, connections).
+    #[arg(long, default_value_t = 20.0)]
+    pub warmup: f64,
+    /// Deadline of each request (seconds); a turn not answered by then is an error.
+    #[arg(long, default_value_t = 10.0)]
+    pub timeout: f64,
+    /// Soak a running server instead of starting one (give --server-pid for its RSS).
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    /// The pid of the server at --endpoint, whose /proc/<pid>/status gives its RSS.
+    #[arg(long)]
+    pub server_pid: Option<u32>,
+    /// An API key with write access to the namespace (default: one made for the run on the
+    /// database, and revoked at its end).
+    #[arg(long, env = "MEMEX_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// The `memex` binary to start (default: the one beside this binary).
+    #[arg(long)]
+    pub memex_bin: Option<PathBuf>,
+    /// Where the started server's output goes.
+    #[arg(long, default_value = "soak-server.log")]
+    pub server_log: PathBuf,
+    /// Seconds to wait for the server to be ready (a replica rebuilds a missing text index first).
+    #[arg(long, default_value_t = 900)]
+    pub ready_timeout: u64,
+    /// The server's configuration (-c FILE) and database (--database-url), also read by the bench
+    /// for the corpus.
+    #[command(flatten)]
+    pub config: ConfigArgs,
+}
+
+/// The rule the `rss_flat` verdict applies: at the second half's slope, RSS grows by less than
+/// this share of the soak's start RSS over that half.
+const FLAT_SHARE: f64 = 0.05;
+/// A p99 over this (ms) means saturation, as in `memex-bench pack --saturation`.
+const SATURATED_P99_MS: f64 = 100.0;
+
+pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.minutes > 0.0 && args.interval > 0.0, "--minutes and --interval must be positive");
+    anyhow::ensure!(args.rate.is_none_or(|r| r > 0.0) && args.start_rate > 0.0, "rates must be positive");
+    let config = args.config.load()?;
+    let store = memex_server::connect_store_as(&config, memex_store::Tenant::All)
+        .await
+        .context("the soak reads the corpus on the server's database (--database-url, -c)")?;
+    store.migrate().await?;
+    let namespace = args.namespace.clone().unwrap_or_else(|| format!("bench-pack-{}", args.events));
+    let ns = match store.namespace(&namespace).await {
+        Ok(ns) => ns,
+        Err(memex_store::StoreError::NamespaceNotFound(_)) if args.load => store.create_namespace(&namespace).await?,
+        Err(memex_store::StoreError::NamespaceNotFound(_)) => anyhow::bail!(
+            "no corpus: namespace {namespace} is not on this database; pass --load to build it from --traces, or name another with --namespace"
+        ),
+        Err(e) => return Err(e.into()),
+    };
+    let (have,): (i64,) = sqlx::query_as("SELECT count(*) FROM events WHERE namespace_id = $1")
+        .bind(ns.id)
+        .fetch_one(store.pool())
+        .await?;
+    anyhow::ensure!(
+        args.load || have as u64 >= args.events,
+        "namespace {namespace} holds {have} events, fewer than --events {}; pass --load to add the rest, or a smaller --events",
+        args.events
+    );
+
+    let mut server = match &args.endpoint {
+        Some(endpoint) => Server::external(endpoint, args.server_pid),
+        None => Server::spawn(&args)?,
+    };
+    let key = match &args.api_key {
+        Some(k) => KeyForRun { token: k.clone(), made: None },
+        None => {
+            let made = store.create_api_key(&ns, "memex-bench-soak", memex_store::Access::Write).await?;
+            KeyForRun { token: made.token, made: Some(made.key.id) }
+        }
+    };
+    let conn = Conn {
+        endpoint: server.endpoint.clone(),
+        namespace: namespace.clone(),
+        api_key: Some(key.token.clone()),
+        api_key_file: "/nonexistent".into(),
+        tls_ca: None,
+    };
+    let outcome = soak(&args, &conn, &store, &ns, &mut server).await;
+    if let Some(id) = key.made {
+        let _ = store.revoke_api_key(&ns, id).await;
+    }
+    server.stop().await;
+    outcome
+}
+
+struct KeyForRun {
+    token: String,
+    /// The key made for this run, revoked at its end.
+    made: Option<uuid::Uuid>,
+}
+
+async fn soak(
+    args: &SoakArgs,
+    conn: &Conn,
+    store: &memex_store::Store,
+    ns: &memex_store::Namespace,
+    server: &mut Server,
+) -> anyhow::Result<()> {
+    let waited = server.wait_ready(conn, Duration::from_secs(args.ready_timeout)).await?;
+    let at_ready = server.sample();
+    println!(
+        "soak: server {} (pid {}) ready after {:.1} s; RSS {}",
+        conn.endpoint,
+        server.pid.map_or("unknown".into(), |p| p.to_string()),
+        waited.as_secs_f64(),
+        mib_or_unknown(at_ready.as_ref()),
+    );
+    if args.load {
+        super::bench_pack::ensure_corpus_of(args.events, &args.traces, conn, store).await?;
+    }
+    let sessions = super::bench_pack::corpus_sessions(store, ns.id, args.sessions).await?;
+    anyhow::ensure!(
+        sessions.len() >= args.sessions && !sessions.is_empty(),
+        "namespace {} has {} sessions of the corpus, fewer than --sessions {}",
+        ns.name,
+        sessions.len(),
+        args.sessions
+    );
+    let load = Load::new(args, conn, sessions).await?;
+    println!(
+        "soak: turns over {} sessions of {} ({} each), open loop, {} s deadline",
+        args.sessions,
+        ns.name,
+        if args.no_append { "a pack" } else { "an append, then a pack" },
+        args.timeout
+    );
+    load.run(args.start_rate, args.warmup, args.warmup, None).await?;
+
+    let mut steps = Vec::new();
+    let (rate, saturation) = match args.rate {
+        Some(r) => (r, None),
+        None => {
+            let mut rate = args.start_rate;
+            let mut found = None;
+            for _ in 0..12 {
+                let s = load.run(rate, args.step_seconds, args.step_seconds, None).await?.intervals.remove(0);
+                println!("  saturation step {rate:>7.1}/s: {}", s.line());
+                steps.push(s.json());
+                if s.p99_ms > SATURATED_P99_MS || s.refused > 0 {
+                    found = Some(rate);
+                    break;
+                }
+                rate *= 1.5;
+            }
+            let found = found.with_context(|| {
+                format!(
+                    "no saturation up to {rate:.0} turns/s (p99 under {SATURATED_P99_MS} ms, no refusals): give --rate"
+                )
+            })?;
+            println!("  saturation: p99 passes {SATURATED_P99_MS} ms or refusals start at {found:.1} turns/s offered");
+            // Let the last step's queue drain before the soak starts.
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            (2.0 * found, Some(found))
+        }
+    };
+
+    println!(
+        "soak: {rate:.1} turns/s for {} min{}; a line every {} s",
+        args.minutes,
+        saturation.map_or(String::new(), |s| format!(" (2 x saturation {s:.1}/s)")),
+        args.interval
+    );
+    println!(
+        "  {:>6} {:>9} {:>8} {:>9} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6}",
+        "t(s)", "offered/s", "OK/s", "refused/s", "errors", "p50 ms", "p99 ms", "max ms", "refusal99", "RSS MiB", "CPU"
+    );
+    let started = server.sample();
+    let run = load.run(rate, args.minutes * 60.0, args.interval, Some(&*server)).await?;
+    let ended = server.sample();
+    report(args, rate, saturation, steps, &run, started.as_ref(), ended.as_ref());
+    Ok(())
+}
+
+fn mib(kb: u64) -> f64 {
+    kb as f64 / 1024.0
+}
+
+fn mib_or_unknown(s: Option<&ProcSample>) -> String {
+    s.map_or("unknown (no pid)".into(), |s| format!("{:.1} MiB", mib(s.rss_kb)))
+}
+
+fn report(
+    args: &SoakArgs,
+    rate: f64,
+    saturation: Option<f64>,
+    steps: Vec<serde_json::Value>,
+    run: &LoadRun,
+    started: Option<&ProcSample>,
+    ended: Option<&ProcSample>,
+) {
+    let seconds = args.minutes * 60.0;
+    let second_half: Vec<(f64, f64)> =
+        run.samples.iter().filter(|(t, _)| *t >= seconds / 2.0).map(|(t, s)| (*t / 60.0, mib(s.rss_kb))).collect();
+    let slope = least_squares_slope(&second_half);
+    let peak = run.samples.iter().map(|(_, s)| s.rss_kb).chain(ended.map(|s| s.rss_kb)).max();
+    let (first, last) = (run.intervals.first(), run.intervals.last());
+    let t = &run.total;
+    println!(
+        "  totals: {} turns offered, {} OK, {} refused ({:.1}%), {} other errors {:?}; OK p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; refusals p99 {:.1} ms",
+        t.offered,
+        t.ok,
+        t.refused,
+        100.0 * t.refused as f64 / t.offered.max(1) as f64,
+        t.errors,
+        run.error_codes,
+        t.p50_ms,
+        t.p99_ms,
+        t.max_ms,
+        t.refused_p99_ms
+    );
+    println!(
+        "  p99 of OK turns: first interval {:.1} ms, last interval {:.1} ms",
+        first.map_or(0.0, |i| i.p99_ms),
+        last.map_or(0.0, |i| i.p99_ms)
+    );
+    let growth = slope.map(|s| s * args.minutes / 2.0);
+    let flat = match (growth, started) {
+        (Some(g), Some(s)) => Some(g < FLAT_SHARE * mib(s.rss_kb)),
+        _ => None,
+    };
+    if let (Some(s), Some(e)) = (started, ended) {
+        println!(
+            "  server RSS: start {:.1} MiB (anon {:.1}, file {:.1}), end {:.1} MiB (anon {:.1}, file {:.1}), peak {:.1} MiB sampled ({:.1} MiB VmHWM), threads {} -> {}",
+            mib(s.rss_kb),
+            mib(s.anon_kb),
+            mib(s.file_kb),
+            mib(e.rss_kb),
+            mib(e.anon_kb),
+            mib(e.file_kb),
+            mib(peak.unwrap_or(e.rss_kb)),
+            mib(e.hwm_kb),
+            s.threads,
+            e.threads
+        );
+        println!(
+            "  RSS slope over the second half: {:+.2} MiB/min ({:+.1} MiB over that half, {:+.1}% of the start RSS): {}",
+            slope.unwrap_or(0.0),
+            growth.unwrap_or(0.0),
+            100.0 * growth.unwrap_or(0.0) / mib(s.rss_kb).max(1.0),
+            if flat == Some(true) { "flat" } else { "growing" }
+        );
+    } else {
+        println!("  server RSS: unknown (give --server-pid with --endpoint)");
+    }
+    let summary = json!({
+        "bench": "soak",
+        "minutes": args.minutes, "interval_secs": args.interval, "sessions": args.sessions, "events": args.events,
+        "append": !args.no_append, "retrieval_budget": args.retrieval,
+        "saturation_per_sec": saturation.map(round), "saturation_steps": steps, "offered_per_sec": round(rate),
+        "turns": t.offered, "ok": t.ok, "refused": t.refused, "errors": t.errors, "error_codes": run.error_codes,
+        "p50_ms": round(t.p50_ms), "p99_ms": round(t.p99_ms), "max_ms": round(t.max_ms), "refused_p99_ms": round(t.refused_p99_ms),
+        "first_interval_p99_ms": first.map(|i| round(i.p99_ms)), "last_interval_p99_ms": last.map(|i| round(i.p99_ms)),
+        "rss_start_mib": started.map(|s| round(mib(s.rss_kb))), "rss_end_mib": ended.map(|s| round(mib(s.rss_kb))),
+        "rss_peak_mib": peak.map(|p| round(mib(p))), "vm_hwm_mib": ended.map(|s| round(mib(s.hwm_kb))),
+        "rss_anon_start_mib": started.map(|s| round(mib(s.anon_kb))), "rss_anon_end_mib": ended.map(|s| round(mib(s.anon_kb))),
+        "rss_slope_mib_per_min_second_half": slope.map(round), "rss_flat": flat,
+        "intervals": run.intervals.iter().map(IntervalStats::json).collect::<Vec<_>>(),
+    });
+    println!("{summary}");
+}
+
+/// The fleet: connections shared by all turns, and the sessions they go to.
+struct Load {
+    clients: Vec<(ContextServiceClient<Authed>, EventServiceClient<Authed>)>,
+    namespace: String,
+    sessions: Arc<Vec<String>>,
+    retrieval: u32,
+    append: bool,
+    timeout: Duration,
+}
+
+/// What one window of a run gathered.
+struct Window {
+    offered: u64,
+    ok: Histogram<u64>,
+    refused: Histogram<u64>,
+    errors: u64,
+    /// The server at the window's start (the previous window's last sample) and at its end.
+    first: Option<ProcSample>,
+    last: Option<ProcSample>,
+    max_rss_kb: u64,
+}
+
+impl Window {
+    fn new() -> anyhow::Result<Window> {
+        Ok(Window {
+            offered: 0,
+            ok: Histogram::new_with_bounds(1, 600_000_000, 3)?,
+            refused: Histogram::new_with_bounds(1, 600_000_000, 3)?,
+            errors: 0,
+            first: None,
+            last: None,
+            max_rss_kb: 0,
+        })
+    }
+
+    fn stats(&self, end_secs: f64, seconds: f64) -> IntervalStats {
+        IntervalStats::of(end_secs, seconds, self.offered, &self.ok, &self.refused, self.errors).with_server(
+            self.first.as_ref(),
+            self.last.as_ref(),
+            self.max_rss_kb,
+        )
+    }
+}
+
+struct LoadRun {
+    intervals: Vec<IntervalStats>,
+    total: IntervalStats,
+    /// (seconds since the start, the server) every second.
+    samples: Vec<(f64, ProcSample)>,
+    error_codes: BTreeMap<String, u64>,
+}
+
+type Windows = Arc<Mutex<Vec<Window>>>;
+
+/// Every second: reads the server's /proc (when its pid is known) into the current window, and
+/// prints each window once it is over (all but the last, which takes the stragglers and is printed by the run).
+struct Reporter {
+    pid: Option<u32>,
+    windows: Windows,
+    start: Instant,
+    every: f64,
+}
+
+impl Reporter {
+    async fn run(self, mut stop: tokio::sync::oneshot::Receiver<()>) -> Vec<(f64, ProcSample)> {
+        let mut samples = Vec::new();
+        let mut previous = self.pid.and_then(read_proc);
+        let mut printed = 0;
+        for tick in 1u64.. {
+            tokio::select! {
+                _ = tokio::time::sleep_until((self.start + Duration::from_secs(tick)).into()) => {}
+                _ = &mut stop => break,
+            }
+            let t = tick as f64;
+            let now = self.pid.and_then(read_proc);
+            let Ok(mut windows) = self.windows.lock() else { break };
+            let n = windows.len();
+            if let Some(now) = now {
+                samples.push((t, now));
+                // The sample at a window's end belongs to it.
+                let w = &mut windows[(((t / self.every).ceil() as usize).max(1) - 1).min(n - 1)];
+                if w.first.is_none() {
+                    w.first = previous;
+                }
+                w.last = Some(now);
+                w.max_rss_kb = w.max_rss_kb.max(now.rss_kb);
+                previous = Some(now);
+            }
+            while printed + 1 < n && t >= (printed + 1) as f64 * self.every - 1e-9 {
+                println!("{}", windows[printed].stats((printed + 1) as f64 * self.every, self.every).row());
+                printed += 1;
+            }
+        }
+        samples
+    }
+}
+
+fn with_deadline<T>(message: T, timeout: Duration) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.set_timeout(timeout);
+    request
+}
+
+impl Load {
+    async fn new(args: &SoakArgs, conn: &Conn, sessions: Vec<String>) -> anyhow::Result<Load> {
+        // A few HTTP/2 connections shared by the fleet, as agents behind a few gateways.
+        let mut clients = Vec::new();
+        for _ in 0..8 {
+            let (context, _) = super::bench::context_clients(conn).await?;
+            let events = EventServiceClient::with_interceptor(conn.channel().await?, conn.bearer()?);
+            clients.push((context, events));
+        }
+        Ok(Load {
+            clients,
+            namespace: conn.namespace.clone(),
+            sessions: Arc::new(sessions),
+            retrieval: args.retrieval,
+            append: !args.no_append,
+            timeout: Duration::from_secs_f64(args.timeout),
+        })
+    }
+
+    /// `rate` turns a second for `seconds`, open loop, gathered in windows of `every` seconds (a
+    /// turn counts as offered in the window it was sent in, as answered in the one it was
+    /// answered in; the last window takes the stragglers). With `server`, its /proc is read every
+    /// second and each window printed as a row when it ends.
+    async fn run(&self, rate: f64, seconds: f64, every: f64, server: Option<&Server>) -> anyhow::Result<LoadRun> {
+        let n = ((seconds / every).ceil() as usize).max(1);
+        let windows: Windows = Arc::new(Mutex::new((0..n).map(|_| Window::new()).collect::<anyhow::Result<_>>()?));
+        let codes: Arc<Mutex<BTreeMap<String, u64>>> = Arc::default();
+        let in_flight = Arc::new(AtomicU64::new(0));
+        let start = Instant::now() + Duration::from_millis(50);
+        let end = start + Duration::from_secs_f64(seconds);
+        let window_of =
+            move |t: Instant| ((t.saturating_duration_since(start).as_secs_f64() / every) as usize).min(n - 1);
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let reporter =
+            server.map(|s| tokio::spawn(Reporter { pid: s.pid, windows: windows.clone(), start, every }.run(stopped)));
+
+        let period = Duration::from_secs_f64(1.0 / rate);
+        // xorshift64: the same sessions in the same order for every run.
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        for k in 0u32.. {
+            let due = start + period * k;
+            if due >= end {
+                break;
+            }
+            tokio::time::sleep_until(due.into()).await;
+            let scheduled = super::bench_pack::sent_at(due);
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let session = self.sessions[(rng % self.sessions.len() as u64) as usize].clone();
+            let (append, pack) = super::bench_pack::turn_requests(
+                &self.namespace,
+                session,
+                k as usize,
+                k,
+                self.retrieval,
+                pb::PackView::Basic as i32,
+                self.append,
+            );
+            if let Ok(mut w) = windows.lock() {
+                w[window_of(due)].offered += 1;
+            }
+            let (mut context, mut events) = self.clients[k as usize % self.clients.len()].clone();
+            let (windows, codes, in_flight, timeout) =
+                (windows.clone(), codes.clone(), in_flight.clone(), self.timeout);
+            in_flight.fetch_add(1, Ordering::AcqRel);
+            tokio::spawn(async move {
+                // When the pack was sent: a refusal's latency is the pack call's own, how fast the
+                // server sheds (the append before it is never shed).
+                let mut pack_sent = scheduled;
+                let turn = async {
+                    if let Some(a) = append {
+                        events.append_events(with_deadline(a, timeout)).await?;
+                    }
+                    pack_sent = Instant::now();
+                    context.build_pack(with_deadline(pack, timeout)).await
+                };
+                let answer = tokio::time::timeout(timeout + Duration::from_secs(1), turn).await;
+                let us = scheduled.elapsed().as_micros().max(1) as u64;
+                let refusal_us = pack_sent.elapsed().as_micros().max(1) as u64;
+                let code = match answer {
+                    Ok(Ok(_)) => None,
+                    Ok(Err(status)) => Some(status.code()),
+                    Err(_) => Some(tonic::Code::DeadlineExceeded),
+                };
+                if let Ok(mut w) = windows.lock() {
+                    let w = &mut w[window_of(Instant::now())];
+                    match code {
+                        None => w.ok.saturating_record(us),
+                        Some(tonic::Code::ResourceExhausted) => w.refused.saturating_record(refusal_us),
+                        Some(c) => {
+                            w.errors += 1;
+                            if let Ok(mut codes) = codes.lock() {
+                                let seen = codes.entry(format!("{c:?}")).or_default();
+                                if *seen == 0 {
+                                    eprintln!("soak: a turn failed with {c:?}");
+                                }
+                                *seen += 1;
+                            }
+                        }
+                    }
+                }
+                in_flight.fetch_sub(1, Ordering::AcqRel);
+            });
+        }
+        // The stragglers: every turn ends by its deadline.
+        let drain = Instant::now() + self.timeout + Duration::from_secs(2);
+        while in_flight.load(Ordering::Acquire) > 0 && Instant::now() < drain {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let _ = stop.send(());
+        let samples = match reporter {
+            Some(r) => r.await?,
+            None => Vec::new(),
+        };
+        let windows = windows.lock().map_err(|_| anyhow::anyhow!("a turn panicked holding the soak's windows"))?;
+        let mut intervals = Vec::with_capacity(n);
+        let mut total = Window::new()?;
+        for (i, w) in windows.iter().enumerate() {
+            let secs = (seconds - i as f64 * every).min(every);
+            intervals.push(w.stats(i as f64 * every + secs, secs));
+            total.offered += w.offered;
+            total.errors += w.errors;
+            total.ok.add(&w.ok)?;
+            total.refused.add(&w.refused)?;
+        }
+        if server.is_some()
+            && let Some(last) = intervals.last()
+        {
+            println!("{}", last.row());
+        }
+        let error_codes = codes.lock().map(|c| c.clone()).unwrap_or_default();
+        Ok(LoadRun { intervals, total: total.stats(seconds, seconds), samples, error_codes })
+    }
+}
