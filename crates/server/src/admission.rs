@@ -99,8 +99,13 @@ impl memex_recall::Foreground for Admission {
 }
 
 /// `status` with the gRPC retry hint (`grpc-retry-pushback-ms`, gRFC A6).
-pub fn retry_later(mut status: Status) -> Status {
-    if let Ok(v) = RETRY_AFTER.as_millis().to_string().parse() {
+pub fn retry_later(status: Status) -> Status {
+    retry_after(status, RETRY_AFTER)
+}
+
+/// `status` with a retry hint of `wait` (at least 1 ms).
+pub fn retry_after(mut status: Status, wait: Duration) -> Status {
+    if let Ok(v) = wait.as_millis().max(1).to_string().parse() {
         status.metadata_mut().insert("grpc-retry-pushback-ms", v);
     }
     status

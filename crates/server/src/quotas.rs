@@ -98,15 +98,12 @@ impl Quotas {
             e.filled = now;
             if e.tokens <= 0.0 {
                 let wait = Duration::from_secs_f64((-e.tokens + 1.0) / rate);
-                let mut status = Status::resource_exhausted(format!(
+                let status = Status::resource_exhausted(format!(
                     "namespace {:?} appends more than its {rate} events per second; retry after {} ms",
                     ns.name,
                     wait.as_millis()
                 ));
-                if let Ok(v) = wait.as_millis().max(1).to_string().parse() {
-                    status.metadata_mut().insert("grpc-retry-pushback-ms", v);
-                }
-                return Err(status);
+                return Err(crate::admission::retry_after(status, wait));
             }
             // A batch larger than a second's worth goes through whole and leaves a debt.
             e.tokens -= events as f64;
