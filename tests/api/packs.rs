@@ -327,8 +327,26 @@ async fn packs_past_capacity_are_refused_at_once_with_a_retry_hint() {
         c.limits.max_in_flight = 1;
         c.limits.max_waiting = 0;
     });
-    let mut f = fixture(&srv, "shed").await;
-    let s = f.task_session("shed", "exec").await;
+    flood_of_packs(&srv, "shed", "limits.max_in_flight").await;
+}
+
+/// A queue with room is still bounded in time: a pack that would wait for a turn longer than
+/// `limits.max_queue_wait_ms` is refused, not queued behind the others.
+#[tokio::test]
+async fn packs_that_would_wait_past_the_time_bound_are_refused() {
+    let srv = server_or_skip!(|c| {
+        c.limits.max_in_flight = 1;
+        c.limits.max_waiting = 1_000;
+        c.limits.max_queue_wait_ms = 1;
+    });
+    flood_of_packs(&srv, "shed-time", "limits.max_queue_wait_ms").await;
+}
+
+/// 24 packs at once: some built, the others refused with RESOURCE_EXHAUSTED, a retry hint and a
+/// message naming `limit`.
+async fn flood_of_packs(srv: &memex_tests::TestServer, name: &str, limit: &str) {
+    let mut f = fixture(srv, name).await;
+    let s = f.task_session(name, "exec").await;
     f.append_to(&s, (0..40).map(|i| ev("note", &format!("deploy cache error {i}"))).collect(), "").await;
     let packs: Vec<_> = (0..24)
         .map(|i| {
@@ -356,7 +374,7 @@ async fn packs_past_capacity_are_refused_at_once_with_a_retry_hint() {
             Err(s) => {
                 refused += 1;
                 assert_eq!(s.code(), tonic::Code::ResourceExhausted, "{s:?}");
-                assert!(s.message().contains("limits.max_in_flight"), "{}", s.message());
+                assert!(s.message().contains(limit), "{}", s.message());
                 assert!(s.metadata().get("grpc-retry-pushback-ms").is_some(), "{s:?}");
             }
         }

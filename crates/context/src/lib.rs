@@ -249,6 +249,21 @@ impl ContextEngine {
         CachedCounter::new(tokenizer, self.counts.clone())
     }
 
+    /// How full each of the engine's caches is (for the metrics; moka's counts are estimates).
+    pub fn cache_sizes(&self) -> Vec<memex_store::CacheSize> {
+        use memex_store::CacheUnit::{Bytes, Entries};
+        vec![
+            cache_size("context.events", &self.events, Bytes),
+            cache_size("context.words", &self.words, Bytes),
+            cache_size("context.tails", &self.tails, Bytes),
+            cache_size("context.standing", &self.standing, Bytes),
+            cache_size("context.stored_chunks", &self.stored_chunks, Entries),
+            cache_size("context.tool_names", &self.tool_names, Entries),
+            cache_size("context.premises", &self.premises, Entries),
+            cache_size("context.session_tasks", &self.session_tasks, Entries),
+        ]
+    }
+
     /// Names of the search sources packs use: the plugged-in ones, else `store-scan` (the store's
     /// own BM25 scan of the scope's newest events) unless it is turned off.
     pub fn source_names(&self) -> Vec<&'static str> {
@@ -256,5 +271,23 @@ impl ContextEngine {
             return vec![pack::STORE_SCAN];
         }
         self.sources.iter().map(|s| s.name()).collect()
+    }
+}
+
+fn cache_size<K, V>(
+    name: &'static str,
+    c: &moka::sync::Cache<K, V>,
+    unit: memex_store::CacheUnit,
+) -> memex_store::CacheSize
+where
+    K: std::hash::Hash + Eq + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+{
+    memex_store::CacheSize {
+        name,
+        entries: c.entry_count(),
+        weight: c.weighted_size(),
+        capacity: c.policy().max_capacity().unwrap_or(0),
+        unit,
     }
 }

@@ -89,6 +89,9 @@ pub struct LimitsConfig {
     /// for a turn; beyond both, RESOURCE_EXHAUSTED at once with a retry hint.
     pub max_in_flight: usize,
     pub max_waiting: usize,
+    /// Longest an expensive RPC waits for a turn, in milliseconds; a request that would wait
+    /// longer is refused on arrival (RESOURCE_EXHAUSTED + retry hint). 0: no bound in time.
+    pub max_queue_wait_ms: u64,
     /// Events a namespace may append per second on each replica, for namespaces with no quota of
     /// their own (`memex admin quota`); 0: no limit.
     pub namespace_events_per_sec: u32,
@@ -292,6 +295,7 @@ impl Default for LimitsConfig {
             max_import_bytes: 256 * 1024 * 1024,
             max_in_flight: 32,
             max_waiting: 64,
+            max_queue_wait_ms: 100,
             namespace_events_per_sec: 0,
             namespace_stored_bytes: 0,
         }

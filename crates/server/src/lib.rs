@@ -8,6 +8,7 @@
 pub mod admission;
 pub mod auth;
 mod background;
+mod caches;
 pub mod config;
 mod context_seams;
 mod convert;
@@ -332,6 +333,8 @@ pub async fn run_with_mcp(
     // policies, notifications): each enters `Tenant::All` where it starts. The quota flusher
     // narrows itself to each namespace it records.
     let erasure_listener = tokio::spawn(tenant::scope(Tenant::All, eraser.clone().run()));
+    let _cache_observers = metrics::cache_metrics(state.clone());
+    let cache_log = tokio::spawn(caches::log(state.clone(), Duration::from_secs(60)));
     let quota_flusher = {
         let quotas = state.quotas.clone();
         tokio::spawn(async move { quotas.run().await })
@@ -470,6 +473,7 @@ pub async fn run_with_mcp(
     keys_listener.abort();
     erasure_listener.abort();
     quota_flusher.abort();
+    cache_log.abort();
     // What this replica appended since its last flush goes on the record (best effort).
     let _ = tokio::time::timeout(Duration::from_secs(1), state.quotas.flush()).await;
     if let Some(job) = retention_job {

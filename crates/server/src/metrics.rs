@@ -128,6 +128,44 @@ impl Metrics {
     }
 }
 
+/// `memex.cache.entries{memex.cache}` and, for the caches weighed in bytes,
+/// `memex.cache.bytes{memex.cache, state = used|capacity}`.
+pub fn cache_metrics(state: Arc<crate::state::AppState>) -> Vec<Observer> {
+    let meter = meter();
+    let by_bytes = state.clone();
+    vec![
+        Observer::Gauge(
+            meter
+                .u64_observable_gauge("memex.cache.entries")
+                .with_description("Entries in each in-process cache (moka's estimate)")
+                .with_callback(move |o| {
+                    for c in crate::caches::sizes(&state) {
+                        o.observe(c.entries, &[KeyValue::new("memex.cache", c.name)]);
+                    }
+                })
+                .build(),
+        ),
+        Observer::Gauge(
+            meter
+                .u64_observable_gauge("memex.cache.bytes")
+                .with_description("Estimated bytes held by each byte-weighed cache, and its capacity")
+                .with_unit("By")
+                .with_callback(move |o| {
+                    for c in
+                        crate::caches::sizes(&by_bytes).into_iter().filter(|c| c.unit == memex_store::CacheUnit::Bytes)
+                    {
+                        o.observe(c.weight, &[KeyValue::new("memex.cache", c.name), KeyValue::new("state", "used")]);
+                        o.observe(
+                            c.capacity,
+                            &[KeyValue::new("memex.cache", c.name), KeyValue::new("state", "capacity")],
+                        );
+                    }
+                })
+                .build(),
+        ),
+    ]
+}
+
 /// `db.client.connection.count{state = idle|used}` and `db.client.connection.max` (the OTel
 /// database semantic conventions) of one connection pool: saturation is used over max.
 pub fn pool_metrics(name: &'static str, pool: &sqlx::PgPool) -> Vec<Observer> {

@@ -45,6 +45,7 @@ impl AppState {
         let admission = std::sync::Arc::new(crate::admission::Admission::new(
             config.limits.max_in_flight,
             config.limits.max_waiting,
+            std::time::Duration::from_millis(config.limits.max_queue_wait_ms),
         ));
         AppState {
             metrics: Metrics::new(views.stats(), admission.clone(), store.pool()),

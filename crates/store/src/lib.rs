@@ -13,6 +13,7 @@
 
 mod append;
 mod artifacts;
+mod cache_size;
 mod context_reads;
 mod erase;
 mod error;
@@ -41,6 +42,7 @@ use sqlx::{PgConnection, PgPool};
 
 pub use append::AppendRequest;
 pub use artifacts::Artifact;
+pub use cache_size::{CacheSize, CacheUnit};
 pub use context_reads::PackContext;
 pub use erase::{Erasure, ErasureCounts, ErasureEntry, ErasurePlan, PackScan, tombstone};
 pub use error::{StoreError, unavailable_reason};

@@ -116,6 +116,45 @@ impl Views {
         }
     }
 
+    /// How full each of the compiled-session caches is (for the metrics; moka's counts are
+    /// estimates).
+    pub fn cache_sizes(&self) -> Vec<memex_store::CacheSize> {
+        use memex_store::{CacheSize, CacheUnit::Bytes};
+        let size = |name, entries, weight, capacity: Option<u64>| CacheSize {
+            name,
+            entries,
+            weight,
+            capacity: capacity.unwrap_or(0),
+            unit: Bytes,
+        };
+        vec![
+            size(
+                "views.compiled",
+                self.cache.entry_count(),
+                self.cache.weighted_size(),
+                self.cache.policy().max_capacity(),
+            ),
+            size(
+                "views.read_only",
+                self.read_only.entry_count(),
+                self.read_only.weighted_size(),
+                self.read_only.policy().max_capacity(),
+            ),
+            size(
+                "views.exports",
+                self.exports.entry_count(),
+                self.exports.weighted_size(),
+                self.exports.policy().max_capacity(),
+            ),
+            size(
+                "views.blocks",
+                self.blocks.entry_count(),
+                self.blocks.weighted_size(),
+                self.blocks.policy().max_capacity(),
+            ),
+        ]
+    }
+
     pub fn stats(&self) -> Arc<CacheStats> {
         self.stats.clone()
     }

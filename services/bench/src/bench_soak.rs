@@ -241,7 +241,8 @@ async fn soak(
     let started = server.sample();
     let run = load.run(rate, args.minutes * 60.0, args.interval, Some(&*server)).await?;
     let ended = server.sample();
-    report(args, rate, saturation, steps, &run, started.as_ref(), ended.as_ref());
+    let caches = server.caches();
+    report(args, rate, saturation, steps, &run, (started.as_ref(), ended.as_ref()), &caches);
     Ok(())
 }
 
@@ -259,8 +260,8 @@ fn report(
     saturation: Option<f64>,
     steps: Vec<serde_json::Value>,
     run: &LoadRun,
-    started: Option<&ProcSample>,
-    ended: Option<&ProcSample>,
+    (started, ended): (Option<&ProcSample>, Option<&ProcSample>),
+    caches: &[serde_json::Map<String, serde_json::Value>],
 ) {
     let seconds = args.minutes * 60.0;
     let second_half: Vec<(f64, f64)> =
@@ -316,6 +317,13 @@ fn report(
     } else {
         println!("  server RSS: unknown (give --server-pid with --endpoint)");
     }
+    // The caches fill over minutes to fixed bounds: RSS that grows while they fill is not a leak.
+    if let (Some(first), Some(last)) = (caches.first(), caches.last()) {
+        println!("  caches, first and last of {} logged (once a minute):", caches.len());
+        for (a, b) in super::soak_server::describe_caches(first).iter().zip(super::soak_server::describe_caches(last)) {
+            println!("    {a}  ->  {b}");
+        }
+    }
     let summary = json!({
         "bench": "soak",
         "minutes": args.minutes, "interval_secs": args.interval, "sessions": args.sessions, "events": args.events,
@@ -329,6 +337,7 @@ fn report(
         "rss_anon_start_mib": started.map(|s| round(mib(s.anon_kb))), "rss_anon_end_mib": ended.map(|s| round(mib(s.anon_kb))),
         "rss_slope_mib_per_min_second_half": slope.map(round), "rss_flat": flat,
         "intervals": run.intervals.iter().map(IntervalStats::json).collect::<Vec<_>>(),
+        "caches_first": caches.first(), "caches_last": caches.last(),
     });
     println!("{summary}");
 }

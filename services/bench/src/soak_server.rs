@@ -45,6 +45,10 @@ impl Server {
         if let Some(url) = &args.config.database_url {
             cmd.args(["--database-url", url]);
         }
+        // The server logs its caches' sizes once a minute at debug level; JSON lines so that
+        // `caches` below can read them back.
+        let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into());
+        cmd.env("RUST_LOG", format!("{filter},memex_server::caches=debug")).env("MEMEX_LOG__FORMAT", "json");
         let child = cmd
             .stdin(std::process::Stdio::null())
             .stdout(log.try_clone()?)
@@ -97,6 +101,13 @@ impl Server {
         lines[lines.len().saturating_sub(20)..].join("\n")
     }
 
+    /// The caches' sizes the server logged (name → [entries, weight, capacity, unit]), oldest
+    /// first; empty for a server this bench did not start.
+    pub(crate) fn caches(&self) -> Vec<serde_json::Map<String, serde_json::Value>> {
+        let text = self.log.as_ref().and_then(|p| std::fs::read_to_string(p).ok()).unwrap_or_default();
+        text.lines().filter(|l| l.contains("memex_server::caches")).filter_map(cache_line).collect()
+    }
+
     pub(crate) fn sample(&self) -> Option<ProcSample> {
         read_proc(self.pid?)
     }
@@ -130,4 +141,49 @@ pub(crate) fn read_proc(pid: u32) -> Option<ProcSample> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     ProcSample::parse(&status, &stat)
+}
+
+/// The caches of one `cache sizes` log line (`fields.caches`, itself a JSON object).
+fn cache_line(line: &str) -> Option<serde_json::Map<String, serde_json::Value>> {
+    let v: serde_json::Value = serde_json::from_str(line).ok()?;
+    let caches = v.get("fields")?.get("caches")?.as_str()?;
+    match serde_json::from_str(caches).ok()? {
+        serde_json::Value::Object(m) => Some(m),
+        _ => None,
+    }
+}
+
+/// One line per cache: its weight against its capacity (MiB for the caches weighed in bytes).
+pub(crate) fn describe_caches(caches: &serde_json::Map<String, serde_json::Value>) -> Vec<String> {
+    caches
+        .iter()
+        .filter_map(|(name, v)| {
+            let (entries, weight, capacity) = (v.get(0)?.as_u64()?, v.get(1)?.as_u64()?, v.get(2)?.as_u64()?);
+            Some(match v.get(3)?.as_str()? {
+                "bytes" => format!(
+                    "{name}: {:.1} of {:.0} MiB ({entries} entries)",
+                    weight as f64 / 1048576.0,
+                    capacity as f64 / 1048576.0
+                ),
+                _ => format!("{name}: {entries} of {capacity} entries"),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_lines_read_back_from_the_json_log() {
+        let line = r#"{"timestamp":"2026-11-27T05:00:00Z","level":"DEBUG","fields":{"message":"cache sizes","caches":"{\"views.compiled\":[3,2097152,268435456,\"bytes\"],\"context.stored_chunks\":[7,7,1000000,\"entries\"]}"},"target":"memex_server::caches"}"#;
+        let caches = cache_line(line).expect("a cache line");
+        assert_eq!(
+            describe_caches(&caches),
+            ["context.stored_chunks: 7 of 1000000 entries", "views.compiled: 2.0 of 256 MiB (3 entries)"]
+        );
+        assert!(cache_line(r#"{"fields":{"message":"starting memex"}}"#).is_none());
+        assert!(cache_line("not json").is_none());
+    }
 }
