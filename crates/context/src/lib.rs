@@ -60,6 +60,10 @@ const SCAN_CACHE_BYTES: u64 = 256 * 1024 * 1024;
 const EVENT_CACHE_BYTES: u64 = 256 * 1024 * 1024;
 /// Memory kept for sessions' newest events, and again for their standing items.
 const RECENT_CACHE_BYTES: u64 = 128 * 1024 * 1024;
+/// Ids of stored pack chunks remembered (about 100 bytes each with moka's bookkeeping). A
+/// session's consecutive packs share most chunks, so a few dozen per live session suffice: this
+/// covers several thousand sessions in about 25 MiB (it was 1,000,000, some 100 MiB).
+const STORED_CHUNK_IDS: u64 = 250_000;
 
 pub type Result<T, E = ContextError> = std::result::Result<T, E>;
 
@@ -181,7 +185,7 @@ impl ContextEngine {
             session_tasks: moka::sync::Cache::builder().max_capacity(100_000).build(),
             tool_names: moka::sync::Cache::builder().max_capacity(500_000).build(),
             stored_chunks: moka::sync::Cache::builder()
-                .max_capacity(1_000_000)
+                .max_capacity(STORED_CHUNK_IDS)
                 .time_to_live(std::time::Duration::from_secs(3600))
                 .build(),
             tails: moka::sync::Cache::builder()

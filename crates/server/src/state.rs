@@ -43,7 +43,7 @@ impl AppState {
     pub fn new(store: Store, config: &Config) -> AppState {
         let views = Views::new(store.clone(), &config.views);
         let admission = std::sync::Arc::new(crate::admission::Admission::new(
-            config.limits.max_in_flight,
+            config.limits.in_flight(),
             config.limits.max_waiting,
             std::time::Duration::from_millis(config.limits.max_queue_wait_ms),
         ));
