@@ -342,6 +342,52 @@ async fn packs_that_would_wait_past_the_time_bound_are_refused() {
     flood_of_packs(&srv, "shed-time", "limits.max_queue_wait_ms").await;
 }
 
+/// memex's own client sends a shed call again after the server's hint: the same flood through
+/// `memex_client::Client` gets every pack built, and with its retries off it sees the refusals.
+#[tokio::test]
+async fn the_client_sends_a_shed_pack_again_after_the_hint() {
+    let srv = server_or_skip!(|c| {
+        c.limits.max_in_flight = 1;
+        c.limits.max_waiting = 0;
+    });
+    let mut f = fixture(&srv, "shed-retry").await;
+    let s = f.task_session("shed-retry", "exec").await;
+    f.append_to(&s, (0..40).map(|i| ev("note", &format!("deploy cache error {i}"))).collect(), "").await;
+    let token = f.token.trim_start_matches("Bearer ").to_owned();
+    let client = crate::client(&srv, &f.ns, &token).await;
+    let flood = |client: memex_client::Client| {
+        let s = s.clone();
+        async move {
+            let packs: Vec<_> = (0..12)
+                .map(|i| {
+                    let (client, s) = (client.clone(), s.clone());
+                    tokio::spawn(async move {
+                        client
+                            .build_pack(pb::BuildPackRequest {
+                                session_id: s,
+                                user_message: format!("what was the deploy cache error {i}?"),
+                                budgets: Some(budgets(2_000, 2_000)),
+                                ..Default::default()
+                            })
+                            .await
+                    })
+                })
+                .collect();
+            let mut refused = 0;
+            for p in packs {
+                match p.await.expect("task") {
+                    Ok(_) => {}
+                    Err(e) if e.code() == tonic::Code::ResourceExhausted => refused += 1,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            refused
+        }
+    };
+    assert_eq!(flood(client.clone().with_shed_retries(u32::MAX)).await, 0, "every pack built in the end");
+    assert!(flood(client.with_shed_retries(0)).await > 0, "without retries the refusals show");
+}
+
 /// 24 packs at once: some built, the others refused with RESOURCE_EXHAUSTED, a retry hint and a
 /// message naming `limit`.
 async fn flood_of_packs(srv: &memex_tests::TestServer, name: &str, limit: &str) {

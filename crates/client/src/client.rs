@@ -29,6 +29,8 @@ pub struct Client {
     pub(crate) tasks: TaskServiceClient<Authed>,
     pub(crate) memory: MemoryServiceClient<Authed>,
     pub(crate) admin: AdminServiceClient<Authed>,
+    /// Times a call the server shed is sent again (`retry.rs`).
+    pub(crate) retries: u32,
 }
 
 /// A compiled view: what the server says about it, then its text.
@@ -62,7 +64,24 @@ impl Client {
             tasks: TaskServiceClient::with_interceptor(ch.clone(), b.clone()).max_decoding_message_size(usize::MAX),
             memory: MemoryServiceClient::with_interceptor(ch.clone(), b.clone()).max_decoding_message_size(usize::MAX),
             admin: AdminServiceClient::with_interceptor(ch, b),
+            retries: crate::retry::SHED_RETRIES,
         }
+    }
+
+    /// How many times a call the server shed (`RESOURCE_EXHAUSTED` with a retry hint: nothing
+    /// was done) is sent again after the hint; 0 to see every refusal.
+    pub fn with_shed_retries(mut self, retries: u32) -> Client {
+        self.retries = retries;
+        self
+    }
+
+    /// `call`'s answer, sent again while the server sheds it.
+    pub(crate) async fn unshed<T, F, Fut>(&self, call: F) -> Result<T, ClientError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        Ok(crate::retry::shed_retry(self.retries, call).await?.into_inner())
     }
 
     pub fn namespace(&self) -> &str {
@@ -109,7 +128,12 @@ impl Client {
             events,
             idempotency_key: idempotency_key.unwrap_or_default(),
         };
-        Ok(self.events.clone().append_events(req).await?.into_inner())
+        // A shed append wrote nothing: sending it again cannot commit it twice.
+        self.unshed(|| {
+            let (mut c, req) = (self.events.clone(), req.clone());
+            async move { c.append_events(req).await }
+        })
+        .await
     }
 
     /// Streams `batches` (each one atomic) to a session; returns the last acknowledgement, which
@@ -201,7 +225,12 @@ impl Client {
     /// A session's view, whole.
     pub async fn compile_view(&self, mut req: pb::CompileViewRequest) -> Result<CompiledView, ClientError> {
         req.namespace = self.ns();
-        let mut stream = self.views.clone().compile_view(req).await?.into_inner();
+        let mut stream = self
+            .unshed(|| {
+                let (mut c, req) = (self.views.clone(), req.clone());
+                async move { c.compile_view(req).await }
+            })
+            .await?;
         let mut view = CompiledView::default();
         while let Some(chunk) = stream.message().await? {
             if let Some(info) = chunk.info {
@@ -223,7 +252,11 @@ impl Client {
 
     pub async fn search(&self, mut req: pb::SearchRequest) -> Result<pb::SearchResponse, ClientError> {
         req.namespace = self.ns();
-        Ok(self.search.clone().search(req).await?.into_inner())
+        self.unshed(|| {
+            let (mut c, req) = (self.search.clone(), req.clone());
+            async move { c.search(req).await }
+        })
+        .await
     }
 
     // --- AdminService ---------------------------------------------------------------------

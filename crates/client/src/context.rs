@@ -133,13 +133,21 @@ impl Client {
 
     pub async fn build_pack(&self, mut req: pb::BuildPackRequest) -> Result<pb::Pack, ClientError> {
         req.namespace = self.ns();
-        Ok(self.context.clone().build_pack(req).await?.into_inner())
+        self.unshed(|| {
+            let (mut c, req) = (self.context.clone(), req.clone());
+            async move { c.build_pack(req).await }
+        })
+        .await
     }
 
     /// The handoff snapshot of a session (or of an agent's or task's latest session).
     pub async fn build_snapshot(&self, mut req: pb::BuildSnapshotRequest) -> Result<pb::Snapshot, ClientError> {
         req.namespace = self.ns();
-        Ok(self.context.clone().build_snapshot(req).await?.into_inner())
+        self.unshed(|| {
+            let (mut c, req) = (self.context.clone(), req.clone());
+            async move { c.build_snapshot(req).await }
+        })
+        .await
     }
 
     /// A stored pack, exactly as built (`view`: `PackViewUnspecified` means whole).

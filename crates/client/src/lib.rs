@@ -13,6 +13,7 @@ mod context;
 mod error;
 mod memory;
 mod pointer;
+mod retry;
 
 use std::path::PathBuf;
 
@@ -25,6 +26,7 @@ pub use client::{Client, CompiledView};
 pub use context::Reports;
 pub use error::{ClientError, code_name};
 pub use pointer::{format_pointer, line_pointer, parse_pointer};
+pub use retry::{SHED_RETRIES, pushback, shed_retry};
 
 /// How to reach the server.
 #[derive(clap::Args, Debug, Clone)]

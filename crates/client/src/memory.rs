@@ -11,19 +11,31 @@ impl Client {
     /// Segments and tool output matching `req.query`, with the facts read from them.
     pub async fn find_quote(&self, mut req: pb::FindQuoteRequest) -> Result<pb::FindQuoteResponse, ClientError> {
         req.namespace = self.ns();
-        Ok(self.memory.clone().find_quote(req).await?.into_inner())
+        self.unshed(|| {
+            let (mut c, req) = (self.memory.clone(), req.clone());
+            async move { c.find_quote(req).await }
+        })
+        .await
     }
 
     /// Structured facts (filters, verb expansion, supersession, as of a time).
     pub async fn query_facts(&self, mut req: pb::QueryFactsRequest) -> Result<pb::QueryFactsResponse, ClientError> {
         req.namespace = self.ns();
-        Ok(self.memory.clone().query_facts(req).await?.into_inner())
+        self.unshed(|| {
+            let (mut c, req) = (self.memory.clone(), req.clone());
+            async move { c.query_facts(req).await }
+        })
+        .await
     }
 
     /// A topic at a depth, paged into `req.reader`'s working set when a reader is named.
     pub async fn expand_topic(&self, mut req: pb::ExpandTopicRequest) -> Result<pb::ExpandTopicResponse, ClientError> {
         req.namespace = self.ns();
-        Ok(self.memory.clone().expand_topic(req).await?.into_inner())
+        self.unshed(|| {
+            let (mut c, req) = (self.memory.clone(), req.clone());
+            async move { c.expand_topic(req).await }
+        })
+        .await
     }
 
     /// `find_quote` within a time range (a preset, or from/to), with that range's completed facts.
@@ -32,13 +44,21 @@ impl Client {
         mut req: pb::RememberWhenRequest,
     ) -> Result<pb::RememberWhenResponse, ClientError> {
         req.namespace = self.ns();
-        Ok(self.memory.clone().remember_when(req).await?.into_inner())
+        self.unshed(|| {
+            let (mut c, req) = (self.memory.clone(), req.clone());
+            async move { c.remember_when(req).await }
+        })
+        .await
     }
 
     /// Every topic summary of the cover within `max_tokens` (0: the server's default).
     pub async fn recall_all(&self, max_tokens: u32) -> Result<pb::RecallAllResponse, ClientError> {
         let req = pb::RecallAllRequest { namespace: self.ns(), max_tokens };
-        Ok(self.memory.clone().recall_all(req).await?.into_inner())
+        self.unshed(|| {
+            let (mut c, req) = (self.memory.clone(), req.clone());
+            async move { c.recall_all(req).await }
+        })
+        .await
     }
 
     /// One page of the namespace's topics.

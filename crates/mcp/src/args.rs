@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 /// Arguments of `search`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchArgs {
     /// Words to look for in the namespace's events and tool outputs (plain words; no query syntax).
@@ -70,7 +70,7 @@ impl SearchArgs {
 }
 
 /// Arguments of `read_lines`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadLinesArgs {
     /// A pointer as memex prints it: "SESSION_ID:FIRST-LAST" (full-view lines, 1-based,
@@ -107,7 +107,7 @@ pub enum PackRole {
 }
 
 /// Arguments of `build_pack`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BuildPackArgs {
     /// The session (UUID) the pack is for: its recent tail and task are used.
@@ -202,7 +202,7 @@ pub enum SnapshotLayout {
 }
 
 /// Arguments of `handoff`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HandoffArgs {
     /// The session (UUID) whose state is wanted (default: the latest session of agent_id, else
@@ -257,7 +257,7 @@ impl HandoffArgs {
 }
 
 /// Arguments of `get_task_state`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GetTaskStateArgs {
     /// The task's id.
@@ -288,7 +288,7 @@ pub enum Phase {
 }
 
 /// Arguments of `update_task_state`: the whole next state (fields left out are empty).
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateTaskStateArgs {
     /// The task's id.
@@ -364,7 +364,7 @@ impl UpdateTaskStateArgs {
 }
 
 /// Arguments of `report`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReportArgs {
     /// The executor's task.
@@ -403,7 +403,7 @@ impl ReportArgs {
 }
 
 /// Arguments of `compact`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CompactArgs {
     /// The session (UUID) whose context window to compact.
@@ -447,7 +447,7 @@ impl CompactArgs {
 }
 
 /// Arguments of `expand_manifest`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExpandManifestArgs {
     /// The manifest's id (as compact returns, or as it appears in a window).
@@ -540,7 +540,7 @@ fn time(field: &str, text: Option<String>) -> Result<Option<prost_types::Timesta
 }
 
 /// Arguments of `find_quote`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FindQuoteArgs {
     /// What to look for, in plain words: an error message, a decision, a file or a subject.
@@ -581,7 +581,7 @@ impl FindQuoteArgs {
 }
 
 /// Arguments of `query_facts`: every filter is optional; those given must all match.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QueryFactsArgs {
     /// The subject contains this (case-insensitive): a file path, a test or command
@@ -654,7 +654,7 @@ impl QueryFactsArgs {
 }
 
 /// Arguments of `expand_topic`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExpandTopicArgs {
     /// A topic's tag, or one of its aliases (from recall_all or list_topics).
@@ -691,7 +691,7 @@ impl ExpandTopicArgs {
 }
 
 /// Arguments of `remember_when`: a preset, or from (and optionally to).
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RememberWhenArgs {
     /// What to look for, in plain words.
@@ -743,7 +743,7 @@ impl RememberWhenArgs {
 }
 
 /// Arguments of `recall_all`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RecallAllArgs {
     /// Token budget of the answer's text (default 30000, at most 100000).
@@ -763,7 +763,7 @@ impl RecallAllArgs {
 }
 
 /// Arguments of `list_topics`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListTopicsArgs {
     /// Only topics whose tag or aliases contain this.
@@ -796,7 +796,7 @@ impl ListTopicsArgs {
 }
 
 /// Arguments of `get_fact`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GetFactArgs {
     /// The fact's id (as query_facts, find_quote and remember_when return it).
@@ -814,7 +814,7 @@ impl GetFactArgs {
 }
 
 /// Arguments of `memory_status`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryStatusArgs {
     /// Namespace to report on (default: the connection's namespace).

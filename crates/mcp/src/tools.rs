@@ -71,12 +71,15 @@ impl Memex {
         f: F,
     ) -> Result<(String, T), CallToolResult>
     where
-        F: FnOnce(Clients, String) -> Fut,
+        F: FnMut(Clients, String) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
         let caller = self.caller(ext);
         let ns = namespace_or(namespace, &caller);
-        match f(Clients::new(&self.channel, &caller), ns.clone()).await {
+        // A call the server shed (nothing done) is sent again after its hint, as the CLI does.
+        let mut f = f;
+        let call = || f(Clients::new(&self.channel, &caller), ns.clone());
+        match memex_client::shed_retry(memex_client::SHED_RETRIES, call).await {
             Ok(r) => Ok((ns, r.into_inner())),
             Err(status) => {
                 tracing::debug!(code = ?status.code(), message = status.message(), "MCP tool call failed");
@@ -105,7 +108,12 @@ event id (usable as evidence in report/update_task_state), kind and matched text
     ) -> Result<CallToolResult, ErrorData> {
         let query = a.query.clone();
         let ns = a.namespace.clone();
-        let r = self.call(&ext, ns, |mut c, ns| async move { c.search.search(a.request(ns)).await }).await;
+        let r = self
+            .call(&ext, ns, |mut c, ns| {
+                let r = a.clone().request(ns);
+                async move { c.search.search(r).await }
+            })
+            .await;
         done(r.map(|(_, r)| render::search(&query, r)))
     }
 
@@ -122,7 +130,12 @@ build_pack or compact to see the evidence verbatim.",
     ) -> Result<CallToolResult, ErrorData> {
         let pointer = a.pointer.clone();
         let ns = a.namespace.clone();
-        let r = self.call(&ext, ns, |mut c, ns| async move { c.views.read_lines(a.request(ns)).await }).await;
+        let r = self
+            .call(&ext, ns, |mut c, ns| {
+                let r = a.clone().request(ns);
+                async move { c.views.read_lines(r).await }
+            })
+            .await;
         done(r.map(|(_, r)| render::read_lines(&pointer, r)))
     }
 
@@ -135,7 +148,12 @@ in the model's context, its id, and every item's pointer (SESSION_ID:FIRST-LAST)
         ext: Extensions,
     ) -> Result<CallToolResult, ErrorData> {
         let ns = a.namespace.clone();
-        let r = self.call(&ext, ns, |mut c, ns| async move { c.context.build_pack(a.request(ns)).await }).await;
+        let r = self
+            .call(&ext, ns, |mut c, ns| {
+                let r = a.clone().request(ns);
+                async move { c.context.build_pack(r).await }
+            })
+            .await;
         done(r.map(|(_, p)| render::pack(p)))
     }
 
@@ -154,7 +172,12 @@ important entries go first and are listed as omitted.",
         ext: Extensions,
     ) -> Result<CallToolResult, ErrorData> {
         let ns = a.namespace.clone();
-        let r = self.call(&ext, ns, |mut c, ns| async move { c.context.build_snapshot(a.request(ns)).await }).await;
+        let r = self
+            .call(&ext, ns, |mut c, ns| {
+                let r = a.clone().request(ns);
+                async move { c.context.build_snapshot(r).await }
+            })
+            .await;
         done(r.map(|(_, s)| render::snapshot(s)))
     }
 
@@ -169,7 +192,12 @@ pointers, phase) and its version; the version is what update_task_state needs as
         ext: Extensions,
     ) -> Result<CallToolResult, ErrorData> {
         let ns = a.namespace.clone();
-        let r = self.call(&ext, ns, |mut c, ns| async move { c.tasks.get_task_state(a.request(ns)).await }).await;
+        let r = self
+            .call(&ext, ns, |mut c, ns| {
+                let r = a.clone().request(ns);
+                async move { c.tasks.get_task_state(r).await }
+            })
+            .await;
         done(r.map(|(_, v)| render::task_state(v)))
     }
 
@@ -186,7 +214,12 @@ first the call fails with FAILED_PRECONDITION naming the current version: read i
             Ok(r) => r,
             Err((field, why)) => return Ok(invalid_argument(&field, why)),
         };
-        let r = self.call(&ext, Some(ns), |mut c, _| async move { c.tasks.update_task_state(req).await }).await;
+        let r = self
+            .call(&ext, Some(ns), |mut c, _| {
+                let req = req.clone();
+                async move { c.tasks.update_task_state(req).await }
+            })
+            .await;
         done(r.map(|(_, v)| render::task_state(v)))
     }
 
@@ -203,7 +236,12 @@ pointer must resolve.")]
             Ok(r) => r,
             Err((field, why)) => return Ok(invalid_argument(&field, why)),
         };
-        let r = self.call(&ext, Some(ns), |mut c, _| async move { c.tasks.report(req).await }).await;
+        let r = self
+            .call(&ext, Some(ns), |mut c, _| {
+                let req = req.clone();
+                async move { c.tasks.report(req).await }
+            })
+            .await;
         done(r.map(|(_, r)| render::report(r)))
     }
 
@@ -216,7 +254,12 @@ manifest in their place. Nothing is lost: expand_manifest returns the evicted ev
         ext: Extensions,
     ) -> Result<CallToolResult, ErrorData> {
         let ns = a.namespace.clone();
-        let r = self.call(&ext, ns, |mut c, ns| async move { c.context.compact(a.request(ns)).await }).await;
+        let r = self
+            .call(&ext, ns, |mut c, ns| {
+                let r = a.clone().request(ns);
+                async move { c.context.compact(r).await }
+            })
+            .await;
         done(r.map(|(_, r)| render::compact(r)))
     }
 
@@ -231,7 +274,12 @@ byte for byte, in order, with their pointers; paginated (pass next_page_token ba
         ext: Extensions,
     ) -> Result<CallToolResult, ErrorData> {
         let ns = a.namespace.clone();
-        let r = self.call(&ext, ns, |mut c, ns| async move { c.context.expand_manifest(a.request(ns)).await }).await;
+        let r = self
+            .call(&ext, ns, |mut c, ns| {
+                let r = a.clone().request(ns);
+                async move { c.context.expand_manifest(r).await }
+            })
+            .await;
         done(r.map(|(_, r)| render::expand(r)))
     }
 
@@ -253,7 +301,12 @@ you were already shown.",
     ) -> Result<CallToolResult, ErrorData> {
         let query = a.query.clone();
         let ns = a.namespace.clone();
-        let r = self.call(&ext, ns, |mut c, ns| async move { c.memory.find_quote(a.request(ns)).await }).await;
+        let r = self
+            .call(&ext, ns, |mut c, ns| {
+                let r = a.clone().request(ns);
+                async move { c.memory.find_quote(r).await }
+            })
+            .await;
         done(r.map(|(_, r)| render::find_quote(&query, r)))
     }
 
@@ -276,7 +329,12 @@ SESSION_ID:FIRST-LAST; get_fact shows its supersession chain.",
             Ok(r) => r,
             Err((field, why)) => return Ok(invalid_argument(&field, why)),
         };
-        let r = self.call(&ext, Some(ns), |mut c, _| async move { c.memory.query_facts(req).await }).await;
+        let r = self
+            .call(&ext, Some(ns), |mut c, _| {
+                let req = req.clone();
+                async move { c.memory.query_facts(req).await }
+            })
+            .await;
         done(r.map(|(_, r)| render::query_facts(r)))
     }
 
@@ -291,7 +349,12 @@ it when a topic needs more detail than its summary.")]
         ext: Extensions,
     ) -> Result<CallToolResult, ErrorData> {
         let ns = a.namespace.clone();
-        let r = self.call(&ext, ns, |mut c, ns| async move { c.memory.expand_topic(a.request(ns)).await }).await;
+        let r = self
+            .call(&ext, ns, |mut c, ns| {
+                let r = a.clone().request(ns);
+                async move { c.memory.expand_topic(r).await }
+            })
+            .await;
         done(r.map(|(_, r)| render::expand_topic(r)))
     }
 
@@ -313,7 +376,12 @@ SESSION_ID:FIRST-LAST. Use it for questions about a period: \"what did we do yes
             Ok(r) => r,
             Err((field, why)) => return Ok(invalid_argument(&field, why)),
         };
-        let r = self.call(&ext, Some(ns), |mut c, _| async move { c.memory.remember_when(req).await }).await;
+        let r = self
+            .call(&ext, Some(ns), |mut c, _| {
+                let req = req.clone();
+                async move { c.memory.remember_when(req).await }
+            })
+            .await;
         done(r.map(|(_, r)| render::remember_when(&query, r)))
     }
 
@@ -329,7 +397,12 @@ it at the start of work, or to learn what memory holds before searching; then ex
         ext: Extensions,
     ) -> Result<CallToolResult, ErrorData> {
         let ns = a.namespace.clone();
-        let r = self.call(&ext, ns, |mut c, ns| async move { c.memory.recall_all(a.request(ns)).await }).await;
+        let r = self
+            .call(&ext, ns, |mut c, ns| {
+                let r = a.clone().request(ns);
+                async move { c.memory.recall_all(r).await }
+            })
+            .await;
         done(r.map(|(_, r)| render::recall_all(r)))
     }
 
@@ -346,7 +419,12 @@ expand_topic.",
         ext: Extensions,
     ) -> Result<CallToolResult, ErrorData> {
         let ns = a.namespace.clone();
-        let r = self.call(&ext, ns, |mut c, ns| async move { c.memory.list_topics(a.request(ns)).await }).await;
+        let r = self
+            .call(&ext, ns, |mut c, ns| {
+                let r = a.clone().request(ns);
+                async move { c.memory.list_topics(r).await }
+            })
+            .await;
         done(r.map(|(_, r)| render::list_topics(r)))
     }
 
@@ -362,7 +440,12 @@ with its pointer SESSION_ID:FIRST-LAST.",
         ext: Extensions,
     ) -> Result<CallToolResult, ErrorData> {
         let ns = a.namespace.clone();
-        let r = self.call(&ext, ns, |mut c, ns| async move { c.memory.get_fact(a.request(ns)).await }).await;
+        let r = self
+            .call(&ext, ns, |mut c, ns| {
+                let r = a.clone().request(ns);
+                async move { c.memory.get_fact(r).await }
+            })
+            .await;
         done(r.map(|(_, r)| render::get_fact(r)))
     }
 
@@ -378,7 +461,12 @@ memory tools seem to miss recent events.",
         ext: Extensions,
     ) -> Result<CallToolResult, ErrorData> {
         let ns = a.namespace.clone();
-        let r = self.call(&ext, ns, |mut c, ns| async move { c.memory.get_memory_status(a.request(ns)).await }).await;
+        let r = self
+            .call(&ext, ns, |mut c, ns| {
+                let r = a.clone().request(ns);
+                async move { c.memory.get_memory_status(r).await }
+            })
+            .await;
         done(r.map(|(_, s)| render::memory_status(s)))
     }
 }
