@@ -54,12 +54,12 @@ pub use task::TaskStateUpdate;
 pub use tokens::CachedCounter;
 pub use window::{CompactOutcome, CompactRequest, Expansion, ResidentWindow, parse_manifest};
 
-/// Memory kept for the store scan's word counts.
-const SCAN_CACHE_BYTES: u64 = 256 * 1024 * 1024;
-/// Memory kept for events read by id (packs' search hits, anchors and pointers).
-const EVENT_CACHE_BYTES: u64 = 256 * 1024 * 1024;
-/// Memory kept for sessions' newest events, and again for their standing items.
-const RECENT_CACHE_BYTES: u64 = 128 * 1024 * 1024;
+/// How `context.cache_bytes` is shared, in sixths: the store scan's word counts 2, events read by
+/// id (packs' search hits, anchors and pointers) 2, sessions' newest events 1, their standing
+/// items 1.
+const SCAN_SIXTHS: u64 = 2;
+const EVENT_SIXTHS: u64 = 2;
+const RECENT_SIXTHS: u64 = 1;
 /// Ids of stored pack chunks remembered (about 100 bytes each with moka's bookkeeping). A
 /// session's consecutive packs share most chunks, so a few dozen per live session suffice: this
 /// covers several thousand sessions in about 25 MiB (it was 1,000,000, some 100 MiB).
@@ -96,6 +96,9 @@ pub struct ContextConfig {
     pub scan_events: u32,
     /// Texts whose token counts are cached in memory.
     pub token_cache_entries: u64,
+    /// Memory for the engine's caches of events, word counts, recent tails and standing items,
+    /// in bytes (estimated); they fill over minutes of traffic and stay at this bound.
+    pub cache_bytes: u64,
     /// Budgets of BuildPack requests that leave them unset (`[context.budgets]`).
     pub budgets: Budgets,
 }
@@ -112,6 +115,7 @@ impl Default for ContextConfig {
             search_limit: 50,
             scan_events: 2000,
             token_cache_entries: 200_000,
+            cache_bytes: 768 * 1024 * 1024,
             budgets: Budgets::default(),
         }
     }
@@ -190,19 +194,19 @@ impl ContextEngine {
                 .build(),
             tails: moka::sync::Cache::builder()
                 .weigher(|_, t: &Arc<recent::Tail>| recent::tail_weight(t))
-                .max_capacity(RECENT_CACHE_BYTES)
+                .max_capacity(cfg.cache_bytes / 6 * RECENT_SIXTHS)
                 .build(),
             standing: moka::sync::Cache::builder()
                 .weigher(|_, s: &Arc<recent::Standing>| recent::standing_weight(s))
-                .max_capacity(RECENT_CACHE_BYTES)
+                .max_capacity(cfg.cache_bytes / 6 * RECENT_SIXTHS)
                 .build(),
             events: moka::sync::Cache::builder()
                 .weigher(|_, e: &Arc<memex_store::Event>| events::event_weight(e))
-                .max_capacity(EVENT_CACHE_BYTES)
+                .max_capacity(cfg.cache_bytes / 6 * EVENT_SIXTHS)
                 .build(),
             words: moka::sync::Cache::builder()
                 .weigher(|_, w: &Arc<memex_rank::TermCounts>| u32::try_from(w.weight()).unwrap_or(u32::MAX))
-                .max_capacity(SCAN_CACHE_BYTES)
+                .max_capacity(cfg.cache_bytes / 6 * SCAN_SIXTHS)
                 .build(),
             store,
             cfg: Arc::new(cfg),

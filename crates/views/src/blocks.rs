@@ -11,9 +11,6 @@ use uuid::Uuid;
 
 use crate::{ViewError, Views};
 
-/// Memory kept for placed events' lines.
-const BLOCK_CACHE_BYTES: u64 = 128 * 1024 * 1024;
-
 /// (session, compiled version) → its events' blocks by seq. One cache entry per session, not per
 /// event: a pack places a couple of hundred events of one or two sessions, and a cache lookup per
 /// event was about 6% of a pack's CPU.
@@ -26,12 +23,12 @@ pub(crate) struct SessionBlocks {
     bytes: AtomicU64,
 }
 
-pub(crate) fn cache() -> BlockCache {
+pub(crate) fn cache(max_bytes: u64) -> BlockCache {
     // Weighed when (re)inserted: placing inserts an entry again after adding to it.
     let weigh = |_: &(Uuid, u64), b: &Arc<SessionBlocks>| {
         u32::try_from(b.bytes.load(Ordering::Relaxed) + 64).unwrap_or(u32::MAX)
     };
-    moka::sync::Cache::builder().weigher(weigh).max_capacity(BLOCK_CACHE_BYTES).build()
+    moka::sync::Cache::builder().weigher(weigh).max_capacity(max_bytes).build()
 }
 
 fn block_bytes(b: &Option<ViewBlock>) -> u64 {

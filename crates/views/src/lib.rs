@@ -48,7 +48,8 @@ pub use render::{LinesRead, MAX_READ_LINES, RankedQuery, RenderedView, ViewKind,
 #[serde(default, deny_unknown_fields)]
 pub struct ViewsConfig {
     /// Memory for compiled sessions (the VCC IR and rendered full views), in bytes; imported
-    /// traces get as much again, and live sessions' kept exports a quarter.
+    /// traces get as much again, live sessions' kept exports a quarter, and the views' blocks
+    /// (what packs cite) a half.
     pub cache_bytes: u64,
 }
 
@@ -111,7 +112,7 @@ impl Views {
             cache: moka::future::Cache::builder().max_capacity(cache_bytes).weigher(weigh).build(),
             read_only: moka::future::Cache::builder().max_capacity(cache_bytes).weigher(weigh).build(),
             exports: source::exports(cache_bytes / 4),
-            blocks: blocks::cache(),
+            blocks: blocks::cache(cache_bytes / 2),
             stats: Arc::new(CacheStats::default()),
         }
     }
