@@ -350,9 +350,7 @@ async fn the_client_sends_a_shed_pack_again_after_the_hint() {
         c.limits.max_in_flight = 1;
         c.limits.max_waiting = 0;
     });
-    let mut f = fixture(&srv, "shed-retry").await;
-    let s = f.task_session("shed-retry", "exec").await;
-    f.append_to(&s, (0..40).map(|i| ev("note", &format!("deploy cache error {i}"))).collect(), "").await;
+    let (f, s) = shed_session(&srv, "shed-retry").await;
     let token = f.token.trim_start_matches("Bearer ").to_owned();
     let client = crate::client(&srv, &f.ns, &token).await;
     let flood = |client: memex_client::Client| {
@@ -361,16 +359,7 @@ async fn the_client_sends_a_shed_pack_again_after_the_hint() {
             let packs: Vec<_> = (0..12)
                 .map(|i| {
                     let (client, s) = (client.clone(), s.clone());
-                    tokio::spawn(async move {
-                        client
-                            .build_pack(pb::BuildPackRequest {
-                                session_id: s,
-                                user_message: format!("what was the deploy cache error {i}?"),
-                                budgets: Some(budgets(2_000, 2_000)),
-                                ..Default::default()
-                            })
-                            .await
-                    })
+                    tokio::spawn(async move { client.build_pack(deploy_question(i, s)).await })
                 })
                 .collect();
             let mut refused = 0;
@@ -391,23 +380,12 @@ async fn the_client_sends_a_shed_pack_again_after_the_hint() {
 /// 24 packs at once: some built, the others refused with RESOURCE_EXHAUSTED, a retry hint and a
 /// message naming `limit`.
 async fn flood_of_packs(srv: &memex_tests::TestServer, name: &str, limit: &str) {
-    let mut f = fixture(srv, name).await;
-    let s = f.task_session(name, "exec").await;
-    f.append_to(&s, (0..40).map(|i| ev("note", &format!("deploy cache error {i}"))).collect(), "").await;
+    let (f, s) = shed_session(srv, name).await;
     let packs: Vec<_> = (0..24)
         .map(|i| {
             let mut c = f.c.context.clone();
-            let (ns, s) = (f.ns.clone(), s.clone());
-            tokio::spawn(async move {
-                c.build_pack(pb::BuildPackRequest {
-                    namespace: ns,
-                    session_id: s,
-                    user_message: format!("what was the deploy cache error {i}?"),
-                    budgets: Some(budgets(2_000, 2_000)),
-                    ..Default::default()
-                })
-                .await
-            })
+            let request = pb::BuildPackRequest { namespace: f.ns.clone(), ..deploy_question(i, s.clone()) };
+            tokio::spawn(async move { c.build_pack(request).await })
         })
         .collect();
     let (mut built, mut refused) = (0, 0);
@@ -426,4 +404,22 @@ async fn flood_of_packs(srv: &memex_tests::TestServer, name: &str, limit: &str) 
         }
     }
     assert!(built >= 1 && refused >= 1, "built {built}, refused {refused}");
+}
+
+/// A namespace `name` with a task session of 40 notes about a deploy cache error, for the floods.
+async fn shed_session(srv: &memex_tests::TestServer, name: &str) -> (Fixture, String) {
+    let mut f = fixture(srv, name).await;
+    let s = f.task_session(name, "exec").await;
+    f.append_to(&s, (0..40).map(|i| ev("note", &format!("deploy cache error {i}"))).collect(), "").await;
+    (f, s)
+}
+
+/// The `i`th flood's pack request on session `s` (no namespace: the caller's).
+fn deploy_question(i: usize, s: String) -> pb::BuildPackRequest {
+    pb::BuildPackRequest {
+        session_id: s,
+        user_message: format!("what was the deploy cache error {i}?"),
+        budgets: Some(budgets(2_000, 2_000)),
+        ..Default::default()
+    }
 }

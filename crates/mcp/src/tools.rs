@@ -68,7 +68,7 @@ impl Memex {
         &self,
         ext: &Extensions,
         namespace: Option<String>,
-        f: F,
+        mut f: F,
     ) -> Result<(String, T), CallToolResult>
     where
         F: FnMut(Clients, String) -> Fut,
@@ -77,7 +77,6 @@ impl Memex {
         let caller = self.caller(ext);
         let ns = namespace_or(namespace, &caller);
         // A call the server shed (nothing done) is sent again after its hint, as the CLI does.
-        let mut f = f;
         let call = || f(Clients::new(&self.channel, &caller), ns.clone());
         match memex_client::shed_retry(memex_client::SHED_RETRIES, call).await {
             Ok(r) => Ok((ns, r.into_inner())),
