@@ -208,7 +208,10 @@ impl Store {
 
     /// Everything a pack needs to know about its session and task, in one round trip: the
     /// session's task, the task's current state, the task it was delegated from, the tasks it
-    /// delegated, and the sessions of all of them. `task` overrides the session's task.
+    /// delegated, and the sessions of all of them. `task` overrides the session's task. Those
+    /// sessions are looked up per task name through `sessions_task`: as a filter `task_id =
+    /// ANY(...)` the generic plan scanned every session of the namespace (0.7 ms of a pack's
+    /// 1.2 ms in Postgres at 2,500 sessions, and growing with them).
     #[tracing::instrument(name = "store.pack_context", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "pack_context"))]
     pub async fn pack_context(&self, namespace_id: Uuid, session_id: Uuid, task: Option<&str>) -> Result<PackContext> {
         type Row = (
@@ -244,9 +247,9 @@ impl Store {
                  SELECT COALESCE(array_agg(x.id ORDER BY x.created_at, x.id), '{}') AS ids,
                         COALESCE(array_agg(x.task_id ORDER BY x.created_at, x.id), '{}') AS tasks,
                         COALESCE(array_agg(x.next_seq - 1 ORDER BY x.created_at, x.id), '{}') AS heads
-                 FROM sessions x, s
-                 WHERE x.namespace_id = $2 AND x.task_id IS NOT NULL
-                   AND x.task_id = ANY(ARRAY[s.task] || (SELECT children FROM c) || ARRAY(SELECT parent_task_id FROM p))
+                 FROM (SELECT DISTINCT t.task FROM s, unnest(ARRAY[s.task] || (SELECT children FROM c)
+                                                          || ARRAY(SELECT parent_task_id FROM p)) AS t (task)) tt
+                 JOIN sessions x ON x.namespace_id = $2 AND x.task_id = tt.task
              )
              SELECT s.session_task, s.task, st.version, st.state, st.rendered, st.tokens, st.tokenizer, st.author,
                     st.created_at, (SELECT parent_task_id FROM p), (SELECT children FROM c), sc.ids, sc.tasks,
