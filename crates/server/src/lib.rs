@@ -6,6 +6,7 @@
 //! place, `status.rs`.
 
 pub mod admission;
+pub mod allocator;
 pub mod auth;
 mod background;
 mod caches;

@@ -38,6 +38,8 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
+    // Before any thread starts: see memex_server::allocator.
+    memex_server::allocator::keep_freed_memory();
     let cli = Cli::parse();
     let result = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -110,6 +110,8 @@ fn distill(args: memex_server::flags::ConfigArgs) -> anyhow::Result<()> {
 }
 
 fn main() -> ExitCode {
+    // Before any thread starts: see memex_server::allocator.
+    memex_server::allocator::keep_freed_memory();
     let cli = Cli::parse();
     let run = |f: std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<()>>>>| {
         cmd::runtime().and_then(|rt| rt.block_on(f))

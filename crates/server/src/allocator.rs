@@ -1,0 +1,51 @@
+//! The allocator keeps what it was given back.
+//!
+//! mimalloc returns freed memory to the OS once it has been idle for `purge_delay` (1,000 ms in
+//! mimalloc v3), and takes it back through page faults when it is needed again. Under load that
+//! cycle never ends (a pack, a model batch and a view compile each free megabytes), and it
+//! stalled the whole server: purges and faults take the process's memory-map lock, and a
+//! background thread at idle priority that held it was not run again for hundreds of
+//! milliseconds, while every request thread that faulted waited. Packs at 150/s over 1,000
+//! sessions (`memex-bench soak --no-append --rate 150`): p99 91-113 ms with stalls up to 450 ms
+//! and refusals; with purging off, p99 34 ms, max 84 ms, none refused, and RSS flat at its peak
+//! instead of rising and falling. So memory once used stays with the process, whose caches are
+//! bounded by configuration; `MIMALLOC_PURGE_DELAY` in the environment (ms, or -1) still decides
+//! when it is set.
+
+/// mimalloc's `mi_option_purge_delay`.
+const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Turns purging off unless `MIMALLOC_PURGE_DELAY` is set. Call first thing in `main`.
+#[allow(unsafe_code)]
+pub fn keep_freed_memory() {
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+        return;
+    }
+    // SAFETY: mi_option_set stores an option's value (an atomic write inside mimalloc); any
+    // thread may call it at any time.
+    unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, -1) };
+}
+
+/// The purge delay in force (ms; -1: never).
+#[allow(unsafe_code, clippy::useless_conversion)] // c_long is i32 on some targets
+pub fn purge_delay_ms() -> i64 {
+    // SAFETY: reads an option's value.
+    i64::from(unsafe { libmimalloc_sys::mi_option_get(PURGE_DELAY) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_purge_delay_is_the_option_set() {
+        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+            return;
+        }
+        // mimalloc's default (v3: 1,000 ms; v2: 10 ms): the index names the purge delay, not
+        // another option.
+        assert!([1000, 10].contains(&purge_delay_ms()), "{}", purge_delay_ms());
+        keep_freed_memory();
+        assert_eq!(purge_delay_ms(), -1);
+    }
+}
