@@ -42,8 +42,27 @@ pub fn broken_pipe(e: &anyhow::Error) -> bool {
 pub fn message(e: &anyhow::Error) -> String {
     match e.downcast_ref::<tonic::Status>() {
         Some(s) => format!("memex: {}: {}", memex_client::code_name(s.code()), s.message()),
-        None => format!("memex: {e:#}"),
+        None => format!("memex: {}", chain_text(e)),
     }
+}
+
+/// The error and its causes joined by ": ", leaving out a cause whose text the link before it
+/// already ends with: a wrapper written `#[error("search index: {0}")]` with `#[from]` shows its
+/// source in its own text and as its source, and `{:#}` printed the sentence twice.
+fn chain_text(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    let mut last = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if last.is_empty() || !last.ends_with(&text) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+        last = text;
+    }
+    out
 }
 
 #[cfg(test)]
@@ -62,5 +81,20 @@ mod tests {
         let raw = anyhow::Error::from(tonic::Status::not_found("session s1"));
         assert_eq!((status(&raw), message(&raw)), (NOT_FOUND, "memex: NOT_FOUND: session s1".to_owned()));
         assert_eq!(message(&err(tonic::Status::not_found("session s1"))), "memex: NOT_FOUND: session s1");
+    }
+
+    #[test]
+    fn a_cause_is_said_once() {
+        let dir_in_use = memex_search::IndexError::DirInUse { dir: "data/index".into() };
+        let e = anyhow::Error::from(memex_server::ServerError::Index(dir_in_use)).context("serving");
+        assert_eq!(
+            message(&e),
+            "memex: serving: search index: the index directory data/index is in use by another memex process; \
+             give each process its own search.index_dir (MEMEX_SEARCH__INDEX_DIR)"
+        );
+        // A cause that adds to its parent's text still shows.
+        let io = std::io::Error::other("disk full");
+        let e = anyhow::Error::from(io).context("writing data/index");
+        assert_eq!(message(&e), "memex: writing data/index: disk full");
     }
 }
