@@ -3,9 +3,11 @@
 //! mimalloc returns freed memory to the OS once it has been idle for `purge_delay` (1,000 ms in
 //! mimalloc v3), and takes it back through page faults when it is needed again. Under load that
 //! cycle never ends (a pack, a model batch and a view compile each free megabytes), and it
-//! stalled the whole server: purges and faults take the process's memory-map lock, and a
-//! background thread at idle priority that held it was not run again for hundreds of
-//! milliseconds, while every request thread that faulted waited. Packs at 150/s over 1,000
+//! stalled the whole server. The likely mechanism (not traced in the kernel): purges and faults
+//! take the process's memory-map lock, and a background thread at idle priority that held it was
+//! not run again for hundreds of milliseconds, while every request thread that faulted waited.
+//! What was measured: the stalls came with the model's worker and went with purging. Packs at
+//! 150/s over 1,000
 //! sessions (`memex-bench soak --no-append --rate 150`): p99 91-113 ms with stalls up to 450 ms
 //! and refusals; with purging off, p99 34 ms, max 84 ms, none refused, and RSS flat at its peak
 //! instead of rising and falling. So memory once used stays with the process, whose caches are
