@@ -7,10 +7,9 @@
 //! take the process's memory-map lock, and a background thread at idle priority that held it was
 //! not run again for hundreds of milliseconds, while every request thread that faulted waited.
 //! What was measured: the stalls came with the model's worker and went with purging. Packs at
-//! 150/s over 1,000
-//! sessions (`memex-bench soak --no-append --rate 150`): p99 91-113 ms with stalls up to 450 ms
-//! and refusals; with purging off, p99 34 ms, max 84 ms, none refused, and RSS flat at its peak
-//! instead of rising and falling. So memory once used stays with the process, whose caches are
+//! 150/s over 1,000 sessions (`memex-bench soak --no-append --rate 150`): p99 91-113 ms with
+//! stalls up to 450 ms and refusals; with purging off, p99 34 ms, max 84 ms, none refused, and
+//! RSS flat at its peak instead of rising and falling. So memory once used stays with the process, whose caches are
 //! bounded by configuration; `MIMALLOC_PURGE_DELAY` in the environment (ms, or -1) still decides
 //! when it is set.
 
