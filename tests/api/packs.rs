@@ -216,6 +216,92 @@ async fn the_store_scan_finds_an_evicted_result_by_its_context() {
     assert!(found.included && found.sources.as_ref().unwrap().lexical.is_some(), "{found:?}");
 }
 
+/// A failing test deep inside a large output: the event keeps only its head and tail, Search
+/// finds the failing chunk in the artifact, and the pack carries that chunk (with the event's
+/// pointer and the artifact's lines), not the head.
+#[tokio::test]
+async fn a_pack_carries_the_part_of_a_large_output_that_matched() {
+    let srv = server_or_skip!();
+    let mut f = fixture(&srv, "pkart").await;
+    let s = f.session.clone();
+    let mut body = String::new();
+    for i in 0..3000 {
+        body.push_str(&format!("tests/test_io.py::test_case_{i} PASSED\n"));
+    }
+    let mid = body[body.len() / 2..].find('\n').map(|i| body.len() / 2 + i + 1).unwrap();
+    body.insert_str(
+        mid,
+        "tests/test_io.py::test_checksum_roundtrip FAILED - AssertionError: crc32 mismatch 0x1f != 0x2e\n",
+    );
+    let failing_line = body[..mid].matches('\n').count() as u32 + 1;
+    let r = f
+        .append_to(&s, vec![ev("user_message", "run the test suite"), call("c1", "pytest -q"), output("c1", &body)], "")
+        .await;
+    assert_eq!(r.artifacts.len(), 1, "the output became an artifact");
+    f.append_to(&s, agent_loop(4), "").await;
+
+    let p =
+        f.pack(&s, "why did test_checksum_roundtrip fail with a crc32 mismatch?", budgets(2000, 300)).await.unwrap();
+    assert_within_budget(&p);
+    assert!(p.text.contains("FAILED - AssertionError: crc32 mismatch 0x1f != 0x2e"), "{}", p.text);
+    let item = p.items.iter().find(|i| i.event_id == r.event_ids[2]).expect("the tool output is in the pack");
+    assert_eq!(item.block, "retrieval");
+    let (first, last) = (item.artifact_first_line.expect("artifact lines"), item.artifact_last_line.unwrap());
+    assert!(first <= failing_line && failing_line <= last, "{first}-{last} misses line {failing_line}");
+    assert!(
+        p.text.contains(&format!("a{failing_line}: tests/test_io.py::test_checksum_roundtrip FAILED")),
+        "{}",
+        p.text
+    );
+    // The event's own text is its head and tail: not what the pack shows.
+    assert!(!p.text.contains("test_case_0 PASSED"), "{}", p.text);
+}
+
+/// A task state over its budget: cut with a marker or left out, and listed in `omitted`; with the
+/// block required, FAILED_PRECONDITION naming it.
+#[tokio::test]
+async fn a_block_over_its_budget_is_listed_or_refused_when_required() {
+    let srv = server_or_skip!();
+    let mut f = fixture(&srv, "pkreq").await;
+    let s = f.task_session("big", "exec").await;
+    let mut st = state("migrate the storage layer");
+    st.constraints =
+        (0..30).map(|i| format!("constraint {i}: keep the on-disk format of table {i} readable")).collect();
+    f.put_state("big", 0, st).await.unwrap();
+    f.append_to(&s, agent_loop(2), "").await;
+    let mut b = budgets(1000, 1000);
+    b.task_state = Some(120);
+    let p = f.pack(&s, "what are the constraints?", b).await.unwrap();
+    assert_within_budget(&p);
+    assert_eq!(p.omitted.len(), 1, "{:?}", p.omitted);
+    let o = &p.omitted[0];
+    assert_eq!((o.block.as_str(), o.how.as_str(), o.budget), ("task_state", "cut", 120));
+    assert!(o.tokens > 120, "{o:?}");
+    assert!(p.text.contains("GetTaskState big v1 has all of it"), "{}", p.text);
+    b.task_state = Some(3);
+    let p = f.pack(&s, "what are the constraints?", b).await.unwrap();
+    assert_eq!((p.omitted[0].how.as_str(), p.omitted[0].tokens), ("dropped", o.tokens));
+
+    let mut req = pb::BuildPackRequest {
+        namespace: f.ns.clone(),
+        session_id: s.clone(),
+        user_message: "what are the constraints?".into(),
+        budgets: Some(b),
+        required_blocks: vec!["task_state".into()],
+        ..Default::default()
+    };
+    let r = f.c.context.build_pack(req.clone()).await;
+    assert_status(r, tonic::Code::FailedPrecondition, "budgets.task_state = 3");
+    req.required_blocks = vec!["system".into(), "tail".into()];
+    let r = f.c.context.build_pack(req.clone()).await;
+    assert_status(r, tonic::Code::InvalidArgument, "required_blocks[1]");
+    // Required and whole: built, nothing omitted.
+    req.budgets = Some(budgets(1000, 1000));
+    req.required_blocks = vec!["task_state".into(), "system".into()];
+    let p = f.c.context.build_pack(req).await.unwrap().into_inner();
+    assert!(p.omitted.is_empty() && p.text.contains("constraint 29"), "{:?}", p.omitted);
+}
+
 #[tokio::test]
 async fn pack_requests_are_checked() {
     let srv = server_or_skip!();

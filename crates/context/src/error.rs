@@ -15,6 +15,10 @@ pub enum ContextError {
     /// Something the request names does not exist (`NOT_FOUND` naming the field and the id).
     #[error("{field}: {message}")]
     NotFound { field: String, message: String },
+    /// The request is valid, but the store's state does not allow it as asked
+    /// (`FAILED_PRECONDITION` naming the field): e.g. a required pack block over its budget.
+    #[error("{field}: {message}")]
+    Precondition { field: String, message: String },
     /// The window kept changing under concurrent compactions.
     #[error("session {0}: the window changed during compaction too many times; retry")]
     WindowContention(Uuid),

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use memex_event::{ArtifactId, EventKind, FieldError, NamespaceId, Seq, SessionId};
 use memex_pack::{
-    AgentRole, Budgets, Candidate, PackError, PackRequest, Relation, RetrievalPack, Sources, TailEntry, TaskContext,
-    build_pack,
+    AgentRole, ArtifactMatch, BlockKind, Budgets, Candidate, PackError, PackRequest, Relation, RetrievalPack, Sources,
+    TailEntry, TaskContext, build_pack,
 };
 use memex_pointer::{ContextEvent, ViewBlock};
 use memex_rank::{Bm25Doc, Bm25Params, TermCounts, bm25, query_terms};
@@ -59,6 +59,10 @@ pub struct BuildPack {
     /// Whose working set fills the memory block (with a memory budget); the session's id when None.
     #[serde(default)]
     pub memory_reader: Option<String>,
+    /// Blocks that must be in the pack whole (system, task state, memory): the pack is refused
+    /// rather than built with one of them cut or left out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required: Vec<BlockKind>,
 }
 
 /// A stored pack.
@@ -92,6 +96,10 @@ struct Recorded {
 
 fn pack_error(e: PackError) -> ContextError {
     let text = e.to_string();
+    if let PackError::Required { .. } = e {
+        let message = text.split_once(": ").map_or(text.as_str(), |(_, m)| m).to_owned();
+        return ContextError::Precondition { field: "required_blocks".into(), message };
+    }
     match text.split_once(": ") {
         Some((field, message)) => ContextError::Invalid(FieldError::new(field, message)),
         None => ContextError::invalid("budgets", text),
@@ -102,6 +110,8 @@ fn pack_error(e: PackError) -> ContextError {
 #[derive(Default)]
 struct Gathered {
     events: BTreeMap<Uuid, (Arc<Event>, Sources)>,
+    /// The part of an event's artifact the search matched best.
+    artifact_matches: HashMap<Uuid, ArtifactMatch>,
 }
 
 impl Gathered {
@@ -271,6 +281,9 @@ impl ContextEngine {
             if let Some(emb) = h.embedding {
                 embeddings.insert(h.event_id, emb);
             }
+            if let Some(m) = h.artifact_match {
+                g.artifact_matches.insert(h.event_id, m);
+            }
         }
         clock.lap(3);
         let (candidates, tail_views) =
@@ -307,6 +320,7 @@ impl ContextEngine {
             },
             budgets,
             params: self.cfg.pack_params(),
+            required: req.required.clone(),
         };
         let pack = build_pack(&request, &counter).map_err(pack_error)?;
         clock.lap(5);
@@ -520,8 +534,13 @@ impl ContextEngine {
             .into_iter()
             .zip(events)
             .map(|((_, score), e)| {
-                let hit =
-                    crate::seams::SearchHit { event_id: e.id, lexical: Some(score), vector: None, embedding: None };
+                let hit = crate::seams::SearchHit {
+                    event_id: e.id,
+                    lexical: Some(score),
+                    vector: None,
+                    embedding: None,
+                    artifact_match: None,
+                };
                 (hit, e)
             })
             .collect())
@@ -538,6 +557,7 @@ impl ContextEngine {
         tail: &[ContextEvent],
         heads: &HashMap<Uuid, u64>,
     ) -> Result<(Vec<Candidate>, Vec<Option<ViewBlock>>)> {
+        let mut artifact_matches = g.artifact_matches;
         let (events, sources): (Vec<Arc<Event>>, Vec<Sources>) = g.events.into_values().unzip();
         let ctx = self.context_events(namespace_id, &events).await?;
         // Supersession is read from the candidates themselves: an event that supersedes another is
@@ -564,6 +584,7 @@ impl ContextEngine {
                 Candidate {
                     superseded: superseded.contains(&event.id),
                     embedding: embeddings.remove(&event.id),
+                    artifact_match: artifact_matches.remove(&event.id),
                     premises: p,
                     view,
                     sources,

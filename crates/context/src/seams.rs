@@ -32,6 +32,8 @@ pub struct SearchHit {
     /// Cosine similarity, from vector search.
     pub vector: Option<f32>,
     pub embedding: Option<Vec<f32>>,
+    /// The chunk of the event's artifact that matched best, when it was not the event's own text.
+    pub artifact_match: Option<memex_pack::ArtifactMatch>,
 }
 
 /// What a source found.

@@ -10,7 +10,7 @@
 //! decisions are stored as JSON lines for the same reason. Reading concatenates the chunks: the
 //! pack comes back byte for byte. Packs stored whole, before chunking (and before that with their
 //! text), still read.
-use memex_pack::{BlockKind, Budgets, Decision, PackBlock, PackItem, RetrievalPack};
+use memex_pack::{BlockKind, Budgets, Decision, Omission, PackBlock, PackItem, RetrievalPack};
 
 use crate::{ContextError, Result};
 
@@ -50,6 +50,9 @@ pub(crate) struct Manifest {
     items: Vec<String>,
     /// The decisions, one JSON object per line.
     decisions: Vec<String>,
+    /// Blocks cut or left out (absent when none was, as in packs stored before it was recorded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    omitted: Vec<Omission>,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -207,6 +210,7 @@ pub(crate) fn store_pack(pack: &RetrievalPack, is_stored: &impl Fn(&ChunkId) -> 
         texts,
         items: chunker.add(&json_lines(&pack.items)?)?,
         decisions: chunker.add(&json_lines(&pack.decisions)?)?,
+        omitted: pack.omitted.clone(),
     };
     let json = serde_json::to_vec(&manifest).map_err(|e| corrupt(e.to_string()))?;
     Ok(StoredPack { manifest: compress(&json)?, ids: chunker.ids, new: chunker.new })
@@ -279,6 +283,7 @@ impl Stored {
             items,
             decisions,
             budgets: m.budgets,
+            omitted: m.omitted,
         })
     }
 }
@@ -314,6 +319,7 @@ mod tests {
             items: Vec::new(),
             decisions: Vec::new(),
             budgets: Budgets::default(),
+            omitted: vec![Omission { block: BlockKind::TaskState, dropped: true, tokens: 40, budget: 10 }],
         }
     }
 

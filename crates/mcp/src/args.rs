@@ -146,6 +146,11 @@ pub struct BuildPackArgs {
     #[serde(default)]
     #[schemars(with = "String")]
     pub tokenizer: Option<String>,
+    /// Blocks that must be in the pack whole ("system", "task_state", "memory"): the pack is
+    /// refused, naming the block and its budget, rather than built with one cut or left out.
+    #[serde(default)]
+    #[schemars(with = "Vec<String>")]
+    pub required_blocks: Option<Vec<String>>,
     /// solo, planner or executor (default: derived from the task's delegations).
     #[serde(default)]
     #[schemars(with = "PackRole")]
@@ -189,6 +194,7 @@ impl BuildPackArgs {
             historical: self.historical.unwrap_or(false),
             view: pb::PackView::Basic as i32,
             memory_reader: self.memory_reader.unwrap_or_default(),
+            required_blocks: self.required_blocks.unwrap_or_default(),
         }
     }
 }

@@ -84,18 +84,29 @@ pub(crate) fn pack(p: pb::Pack) -> CallToolResult {
     for it in &p.items {
         let (first, last) = it.lines.as_ref().map(|l| (l.first.into(), l.last.into())).unwrap_or((0, 0));
         let pointer = cite(&it.session_id, first, last, it.seq);
-        let _ = writeln!(out, "  {pointer} [{}] {} tokens ({})", it.kind, it.tokens, it.block);
+        let artifact = match (it.artifact_first_line, it.artifact_last_line) {
+            (Some(a), Some(b)) => format!(", artifact lines {a}-{b}"),
+            _ => String::new(),
+        };
+        let _ = writeln!(out, "  {pointer} [{}] {} tokens ({}{artifact})", it.kind, it.tokens, it.block);
         items.push(json!({
             "pointer": pointer, "block": it.block, "event_id": it.event_id, "kind": it.kind,
             "tokens": it.tokens, "excerpt": it.excerpt,
+            "artifact_lines": it.artifact_first_line.zip(it.artifact_last_line).map(|(a, b)| [a, b]),
         }));
+    }
+    let mut omitted = Vec::with_capacity(p.omitted.len());
+    for o in &p.omitted {
+        let _ = writeln!(out, "{} block {}: needs {} tokens whole, budget {}", o.block, o.how, o.tokens, o.budget);
+        omitted.push(json!({ "block": o.block, "how": o.how, "tokens": o.tokens, "budget": o.budget }));
     }
     let _ = write!(out, "--- pack text ---\n{}", p.text);
     result(
         out,
         json!({
             "pack_id": p.pack_id, "session_id": p.session_id, "task_id": p.task_id, "tokens": p.tokens,
-            "tokenizer": p.tokenizer, "vectors_used": p.vectors_used, "items": items, "text": p.text,
+            "tokenizer": p.tokenizer, "vectors_used": p.vectors_used, "items": items, "omitted": omitted,
+            "text": p.text,
         }),
     )
 }

@@ -49,11 +49,31 @@ pub struct Candidate {
     pub premises: Option<Vec<String>>,
     /// Its embedding, when vector search provided one (used for MMR redundancy).
     pub embedding: Option<Vec<f32>>,
+    /// The part of its artifact the search matched, when that was the best match: an event keeps
+    /// only the head and tail of a large output, so the pack shows this chunk instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact_match: Option<ArtifactMatch>,
+}
+
+/// Lines `first_line..=last_line` (0-based) of an event's artifact, and their text.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ArtifactMatch {
+    pub first_line: u32,
+    pub last_line: u32,
+    pub text: String,
 }
 
 impl Candidate {
     pub fn new(event: ContextEvent, sources: Sources) -> Candidate {
-        Candidate { event, view: None, sources, superseded: false, premises: None, embedding: None }
+        Candidate {
+            event,
+            view: None,
+            sources,
+            superseded: false,
+            premises: None,
+            embedding: None,
+            artifact_match: None,
+        }
     }
 }
 

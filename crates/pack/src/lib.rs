@@ -22,10 +22,12 @@ mod pack;
 mod render;
 mod score;
 
-pub use candidate::{AgentRole, Candidate, ItemType, QuotaGroup, Relation, Sources, TaskContext, is_assessment_item};
+pub use candidate::{
+    AgentRole, ArtifactMatch, Candidate, ItemType, QuotaGroup, Relation, Sources, TaskContext, is_assessment_item,
+};
 pub use model::{
-    BlockKind, Budgets, Decision, Exclusion, Outcome, PackBlock, PackError, PackItem, PackParams, PackRequest, Quotas,
-    RetrievalPack, TailEntry,
+    BlockKind, Budgets, Decision, Exclusion, Omission, Outcome, PackBlock, PackError, PackItem, PackParams,
+    PackRequest, Quotas, RetrievalPack, TailEntry,
 };
 pub use pack::build_pack;
 pub use render::render_item;

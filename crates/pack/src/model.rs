@@ -55,6 +55,22 @@ pub enum PackError {
     },
     #[error("user_message: {tokens} tokens, over budgets.user = {budget}")]
     UserMessage { tokens: usize, budget: usize },
+    /// A block the caller marked required does not fit its budget whole.
+    #[error(
+        "required_blocks: the {block} block needs {tokens} tokens whole, over budgets.{block} = {budget}; raise that budget or stop requiring the block"
+    )]
+    Required { block: BlockKind, tokens: usize, budget: usize },
+}
+
+/// A block that did not make it into the pack whole: left out (`dropped`) or cut to its budget
+/// (`cut`, with a marker saying where the rest is).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Omission {
+    pub block: BlockKind,
+    pub dropped: bool,
+    /// What the block would take whole, in tokens.
+    pub tokens: usize,
+    pub budget: usize,
 }
 
 impl Budgets {
@@ -179,6 +195,9 @@ pub struct PackRequest {
     pub task: TaskContext,
     pub budgets: Budgets,
     pub params: PackParams,
+    /// Blocks that must be in the pack whole (system, task state, memory): building fails with
+    /// [`PackError::Required`] rather than cut or drop one.
+    pub required: Vec<BlockKind>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
@@ -190,6 +209,39 @@ pub enum BlockKind {
     Retrieval,
     Tail,
     User,
+}
+
+impl BlockKind {
+    /// The block's name on the wire and in budgets: `system`, `task_state`, …
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BlockKind::System => "system",
+            BlockKind::TaskState => "task_state",
+            BlockKind::Memory => "memory",
+            BlockKind::Retrieval => "retrieval",
+            BlockKind::Tail => "tail",
+            BlockKind::User => "user",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<BlockKind> {
+        [
+            BlockKind::System,
+            BlockKind::TaskState,
+            BlockKind::Memory,
+            BlockKind::Retrieval,
+            BlockKind::Tail,
+            BlockKind::User,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for BlockKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -214,6 +266,10 @@ pub struct PackItem {
     pub excerpt: bool,
     /// The final score (retrieval items).
     pub score: Option<f64>,
+    /// The lines of the event's artifact shown (1-based, inclusive) when the item is the part of a
+    /// large output that matched the query rather than the event's own head…tail excerpt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact_lines: Option<[u32; 2]>,
 }
 
 /// Why a candidate was left out.
@@ -268,6 +324,9 @@ pub struct RetrievalPack {
     pub items: Vec<PackItem>,
     pub decisions: Vec<Decision>,
     pub budgets: Budgets,
+    /// Blocks cut to their budget or left out, and what they would take whole.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub omitted: Vec<Omission>,
 }
 
 /// What goes between two blocks of a pack's text.

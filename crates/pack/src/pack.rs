@@ -14,9 +14,10 @@ use uuid::Uuid;
 
 use crate::candidate::{Candidate, ItemType, QuotaGroup};
 use crate::model::{
-    BlockKind, Decision, Exclusion, Outcome, PackBlock, PackError, PackItem, PackRequest, RetrievalPack, TailEntry,
+    BlockKind, Decision, Exclusion, Omission, Outcome, PackBlock, PackError, PackItem, PackRequest, RetrievalPack,
+    TailEntry,
 };
-use crate::render::render_item;
+use crate::render::{render_artifact_match, render_item};
 use crate::score::score_all;
 
 const RETRIEVAL_HEADER: &str =
@@ -33,26 +34,41 @@ pub fn build_pack(req: &PackRequest, counter: &dyn TokenCounter) -> Result<Retri
     if user_tokens > b.user {
         return Err(PackError::UserMessage { tokens: counter.count(&req.user_message), budget: b.user });
     }
-    let system = capped_block("## system\n", &req.system, "… (system block cut to its budget)\n", b.system, counter);
+    let mut omitted: Vec<Omission> = Vec::new();
+    let mut capped = |kind: BlockKind, title: &str, body: &str, marker: &str, budget: usize| {
+        let (text, omission) = capped_block(kind, title, body, marker, budget, counter);
+        match omission {
+            Some(o) if req.required.contains(&kind) => {
+                Err(PackError::Required { block: kind, tokens: o.tokens, budget: o.budget })
+            }
+            Some(o) => {
+                omitted.push(o);
+                Ok(text)
+            }
+            None => Ok(text),
+        }
+    };
+    let system =
+        capped(BlockKind::System, "## system\n", &req.system, "… (system block cut to its budget)\n", b.system)?;
     let task = match &req.task_state {
         Some(card) => {
             let marker = match &req.task_ref {
                 Some(r) => format!("… (task state cut to its budget; GetTaskState {r} has all of it)\n"),
                 None => "… (task state cut to its budget)\n".to_owned(),
             };
-            capped_block("", card, &marker, b.task_state, counter)
+            capped(BlockKind::TaskState, "", card, &marker, b.task_state)?
         }
         None => String::new(),
     };
     let memory = match b.memory {
         0 => String::new(),
-        budget => capped_block(
+        budget => capped(
+            BlockKind::Memory,
             "",
             &req.memory,
             "… (memory block cut to its budget; expand_topic pages in more)\n",
             budget,
-            counter,
-        ),
+        )?,
     };
     let (tail_text, tail_tokens, tail_items) = tail_block(req, counter);
     let in_tail: Vec<Uuid> = tail_items.iter().map(|i| i.event_id).collect();
@@ -94,23 +110,36 @@ pub fn build_pack(req: &PackRequest, counter: &dyn TokenCounter) -> Result<Retri
         retrieval.drop_last(&mut decisions, counter);
     };
     let (blocks, text, tokens) = blocks;
-    Ok(RetrievalPack { text, tokens, blocks, items, decisions, budgets: b })
+    Ok(RetrievalPack { text, tokens, blocks, items, decisions, budgets: b, omitted })
 }
 
-/// `title` + `body`, cut on line boundaries (then mid-line) to `budget` with `marker` appended.
-fn capped_block(title: &str, body: &str, marker: &str, budget: usize, counter: &dyn TokenCounter) -> String {
+/// `title` + `body`, cut on line boundaries (then mid-line) to `budget` with `marker` appended;
+/// with the omission when it had to be cut, or left out because not even the marker fit.
+fn capped_block(
+    kind: BlockKind,
+    title: &str,
+    body: &str,
+    marker: &str,
+    budget: usize,
+    counter: &dyn TokenCounter,
+) -> (String, Option<Omission>) {
     if body.trim().is_empty() {
-        return String::new();
+        return (String::new(), None);
     }
     let body = body.trim_end_matches('\n');
     let whole = format!("{title}{body}\n");
-    if counter.count(&whole) <= budget {
-        return whole;
+    let tokens = counter.count(&whole);
+    if tokens <= budget {
+        return (whole, None);
     }
     let room = budget.saturating_sub(counter.count(title) + counter.count(marker) + 1);
     let head = truncate_lines(counter, &whole[title.len()..], room);
     let text = format!("{title}{head}{marker}");
-    if counter.count(&text) <= budget { text } else { String::new() }
+    if counter.count(&text) <= budget {
+        (text, Some(Omission { block: kind, dropped: false, tokens, budget }))
+    } else {
+        (String::new(), Some(Omission { block: kind, dropped: true, tokens, budget }))
+    }
 }
 
 /// The newest entries of the window that fit the tail budget, oldest first. The newest event is
@@ -199,6 +228,7 @@ fn item_of(
         tokens,
         excerpt,
         score,
+        artifact_lines: None,
     }
 }
 
@@ -360,7 +390,10 @@ fn retrieval_block(req: &PackRequest, in_tail: &[Uuid], counter: &dyn TokenCount
             if new_legend != r.legend { (counter.count(&new_legend) + 1).saturating_sub(legend_tokens) } else { 0 };
         let remaining = budget.saturating_sub(used + legend_growth + 1);
         let cap = item_cap.min(remaining).min(quota_left);
-        let rendered = render_item(&alias, &c.event, c.view.as_ref(), &req.terms, cap, counter);
+        let rendered = match &c.artifact_match {
+            Some(m) => render_artifact_match(&alias, &c.event, c.view.as_ref(), m, &req.terms, cap, counter),
+            None => render_item(&alias, &c.event, c.view.as_ref(), &req.terms, cap, counter),
+        };
         match rendered {
             Some(item) => {
                 used += item.tokens + 1 + legend_growth;
@@ -370,14 +403,16 @@ fn retrieval_block(req: &PackRequest, in_tail: &[Uuid], counter: &dyn TokenCount
                 }
                 *group_used.entry(group).or_insert(0) += item.tokens;
                 decisions[i].outcome = Outcome::Included { tokens: item.tokens, excerpt: item.excerpt };
-                r.items.push(item_of(
+                let mut pack_item = item_of(
                     BlockKind::Retrieval,
                     &c.event,
                     c.view.as_ref(),
                     item.tokens,
                     item.excerpt,
                     Some(parts[i].score),
-                ));
+                );
+                pack_item.artifact_lines = c.artifact_match.as_ref().map(|m| [m.first_line + 1, m.last_line + 1]);
+                r.items.push(pack_item);
                 r.parts.push(item.text);
                 r.decision_of.push(i);
             }

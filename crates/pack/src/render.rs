@@ -4,6 +4,8 @@
 use memex_pointer::{ContextEvent, ViewBlock, event_header, render_event};
 use memex_tokens::TokenCounter;
 
+use crate::candidate::ArtifactMatch;
+
 /// Displayed lines are cut to this many characters (the store keeps them whole).
 const MAX_LINE_CHARS: usize = 600;
 /// Query terms an excerpt looks for.
@@ -47,6 +49,42 @@ pub fn render_item(
     excerpt(alias, event, view, terms, cap, counter)
 }
 
+/// Renders the part of `event`'s artifact that matched the query (`m`), within `cap` tokens: the
+/// event's header (its pointer into the full view, and the artifact's id), then the matched
+/// lines numbered in the artifact (`a1201: …`, 1-based), all of them when they fit, else those
+/// around the query's terms. `None` if not even the header and one line fit.
+pub fn render_artifact_match(
+    alias: &str,
+    event: &ContextEvent,
+    view: Option<&ViewBlock>,
+    m: &ArtifactMatch,
+    terms: &[String],
+    cap: usize,
+    counter: &dyn TokenCounter,
+) -> Option<Rendered> {
+    let header = format!(
+        "{} matched in artifact lines a{}-a{}\n",
+        event_header(alias, event, view.map(|v| v.range)),
+        m.first_line + 1,
+        m.last_line + 1
+    );
+    let lines: Vec<(Option<u32>, &str)> =
+        m.text.lines().enumerate().map(|(i, l)| (Some(m.first_line + 1 + i as u32), l)).collect();
+    let all: Vec<usize> = (0..lines.len()).collect();
+    let show = |n: Option<u32>, l: &str| match n {
+        Some(n) => format!("a{n}: {}\n", cut_line(l)),
+        None => format!("{}\n", cut_line(l)),
+    };
+    let whole = assemble(&header, &lines, &all, &show);
+    if whole.len() <= cap.saturating_mul(8) {
+        let tokens = counter.count(&whole);
+        if tokens <= cap {
+            return Some(Rendered { text: whole, tokens, excerpt: true });
+        }
+    }
+    excerpt_lines(&header, &lines, &show, terms, cap, counter)
+}
+
 fn excerpt(
     alias: &str,
     event: &ContextEvent,
@@ -56,12 +94,29 @@ fn excerpt(
     counter: &dyn TokenCounter,
 ) -> Option<Rendered> {
     let header = format!("{} (excerpt)\n", event_header(alias, event, view.map(|v| v.range)));
-    let header_tokens = counter.count(&header);
     // Lines with their full-view numbers when VCC located the event.
     let lines: Vec<(Option<u32>, &str)> = match view {
         Some(v) => v.lines.iter().enumerate().map(|(i, l)| (Some(v.range.first + i as u32), l.as_str())).collect(),
         None => event.content.lines().map(|l| (None, l)).collect(),
     };
+    let show = |n: Option<u32>, l: &str| match n {
+        Some(n) => format!("{n}: {}\n", cut_line(l)),
+        None => format!("{}\n", cut_line(l)),
+    };
+    excerpt_lines(&header, &lines, &show, terms, cap, counter)
+}
+
+/// `header`, then the lines around those that contain the most query terms (the head when none
+/// does), `…` where lines were left out, within `cap` tokens.
+fn excerpt_lines(
+    header: &str,
+    lines: &[(Option<u32>, &str)],
+    show: &dyn Fn(Option<u32>, &str) -> String,
+    terms: &[String],
+    cap: usize,
+    counter: &dyn TokenCounter,
+) -> Option<Rendered> {
+    let header_tokens = counter.count(header);
     if lines.is_empty() || header_tokens + 4 > cap {
         return None;
     }
@@ -93,10 +148,6 @@ fn excerpt(
     ranked.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     let seeds: Vec<usize> =
         if ranked.is_empty() { (0..lines.len()).collect() } else { ranked.iter().map(|r| r.1).collect() };
-    let show = |n: Option<u32>, l: &str| match n {
-        Some(n) => format!("{n}: {}\n", cut_line(l)),
-        None => format!("{}\n", cut_line(l)),
-    };
     let mut chosen: Vec<usize> = Vec::new();
     let mut used = header_tokens + 1; // + a gap marker
     'seeds: for seed in seeds {
@@ -122,7 +173,7 @@ fn excerpt(
     }
     chosen.sort_unstable();
     loop {
-        let text = assemble(&header, &lines, &chosen, &show);
+        let text = assemble(header, lines, &chosen, show);
         let tokens = counter.count(&text);
         if tokens <= cap {
             return Some(Rendered { text, tokens, excerpt: true });

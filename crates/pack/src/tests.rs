@@ -48,6 +48,7 @@ fn request(candidates: Vec<Candidate>) -> PackRequest {
         task: task(),
         budgets: Budgets::default(),
         params: PackParams::default(),
+        required: vec![],
     }
 }
 
@@ -271,6 +272,7 @@ proptest! {
             task: TaskContext { role, related: vec![("child".into(), Relation::Child)], ..task() },
             budgets,
             params: PackParams::default(),
+            required: vec![],
         };
         match build_pack(&req, &t) {
             Err(PackError::UserMessage { .. }) => { let u = format!("## user\n{user}\n"); prop_assert!(t.count(&u) > budgets.user) },
@@ -295,4 +297,60 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn a_block_that_does_not_fit_is_listed_or_refused_when_required() {
+    let t = Tokenizer::O200kBase;
+    let mut req = request(vec![]);
+    let card =
+        format!("## task state t v1 · phase execution\ngoals:\n{}", "- keep every public API stable\n".repeat(40));
+    req.task_state = Some(card.clone());
+    let whole = t.count(&card);
+    // Room for a cut with its marker: cut, and said so.
+    req.budgets.task_state = 60;
+    let pack = build_pack(&req, &t).expect("pack");
+    assert_eq!(pack.omitted, vec![Omission { block: BlockKind::TaskState, dropped: false, tokens: whole, budget: 60 }]);
+    assert!(pack.text.contains("GetTaskState t v1 has all of it"), "{}", pack.text);
+    // No room even for the marker: left out, and said so.
+    req.budgets.task_state = 5;
+    let pack = build_pack(&req, &t).expect("pack");
+    assert_eq!(pack.omitted, vec![Omission { block: BlockKind::TaskState, dropped: true, tokens: whole, budget: 5 }]);
+    assert!(!pack.text.contains("task state"), "{}", pack.text);
+    // Required: refused, naming the block, what it needs and its budget.
+    req.required = vec![BlockKind::TaskState];
+    let err = build_pack(&req, &t).expect_err("required block over budget");
+    assert_eq!(err, PackError::Required { block: BlockKind::TaskState, tokens: whole, budget: 5 });
+    assert!(err.to_string().contains("budgets.task_state = 5"), "{err}");
+    // Whole: nothing omitted, and requiring it is no obstacle.
+    req.budgets.task_state = 800;
+    let pack = build_pack(&req, &t).expect("pack");
+    assert!(pack.omitted.is_empty());
+    assert!(pack.text.contains("- keep every public API stable"));
+}
+
+#[test]
+fn a_large_output_shows_the_part_of_its_artifact_that_matched() {
+    let t = Tokenizer::O200kBase;
+    let mut e = ev(7, EventKind::ToolResult, "collected 900 items\n…\n[output truncated]\n= 1 failed, 899 passed =\n");
+    e.artifact = Some(memex_pointer::ArtifactPointer { id: "blake3:ab".into(), size: 120_000 });
+    let mut c = lexical(e, 9.0);
+    c.artifact_match = Some(ArtifactMatch {
+        first_line: 4410,
+        last_line: 4412,
+        text: "tests/test_io.py::test_roundtrip PASSED\ntests/test_io.py::test_checksum FAILED\nE   AssertionError: checksum mismatch\n".into(),
+    });
+    let mut req = request(vec![c]);
+    req.user_message = "why did test_checksum fail?".into();
+    req.terms = memex_rank::query_terms(&req.user_message);
+    let pack = build_pack(&req, &t).expect("pack");
+    assert!(
+        pack.text.contains("(s1@7) [tool_result] Bash (excerpt; full output 120000 bytes in artifact blake3:ab) matched in artifact lines a4411-a4413\na4411: tests/test_io.py::test_roundtrip PASSED\na4412: tests/test_io.py::test_checksum FAILED\na4413: E   AssertionError: checksum mismatch\n"),
+        "{}",
+        pack.text
+    );
+    assert!(!pack.text.contains("collected 900 items"), "the head is not what matched: {}", pack.text);
+    let item = pack.items.iter().find(|i| i.seq == 7).expect("item");
+    assert_eq!(item.artifact_lines, Some([4411, 4413]));
+    assert!(item.excerpt);
 }

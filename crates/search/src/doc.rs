@@ -98,7 +98,7 @@ pub(crate) fn event_docs(
 }
 
 /// FNV-1a over the document's identity: stable across builds and machines.
-fn doc_key(event_id: &uuid::Uuid, source: &str, chunk: u32) -> u64 {
+pub(crate) fn doc_key(event_id: &uuid::Uuid, source: &str, chunk: u32) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in event_id.as_bytes().iter().chain(source.as_bytes()).chain(&chunk.to_le_bytes()) {
         h = (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);

@@ -15,8 +15,8 @@ use crate::doc::event_docs;
 use crate::namespace_index::{ChunkHit, NamespaceIndex, namespace_dir};
 use crate::query_vectors::QueryVectors;
 use crate::{
-    Hit, IndexError, RankedEvent, RankedEvents, ScoreParts, SearchConfig, SearchRequest, SearchResults, VectorTier,
-    vectors,
+    ArtifactChunk, Hit, IndexError, RankedEvent, RankedEvents, ScoreParts, SearchConfig, SearchRequest, SearchResults,
+    VectorTier, vectors,
 };
 
 /// Most hits one search may return, and most candidates per retriever.
@@ -398,7 +398,8 @@ impl SearchIndex {
     #[tracing::instrument(name = "index.rank", level = "debug", skip_all)]
     pub async fn rank(&self, ns: Uuid, req: &SearchRequest) -> Result<RankedEvents, IndexError> {
         let r = self.ranking(ns, req).await?;
-        Ok(RankedEvents { events: r.ranked, vectors_used: r.vectors_used })
+        let artifact_chunks = artifact_chunks(&r)?;
+        Ok(RankedEvents { events: r.ranked, vectors_used: r.vectors_used, artifact_chunks })
     }
 
     /// The query's vector and the model it is of: the model's own when `tier` allows and it is
@@ -660,6 +661,35 @@ impl SearchIndex {
             }
         }
     }
+}
+
+/// An event's own text has at most this many chunks in practice (it keeps an excerpt of at most
+/// a few KiB of a large output); a best chunk whose key is none of these is read to find out.
+const EVENT_CHUNKS_KNOWN: u32 = 64;
+
+/// The ranked events' best BM25 chunks that lie in their artifacts. Which chunk is whose is told
+/// by the document key (a fast field) without reading the document: only artifact chunks (and
+/// event chunks past [`EVENT_CHUNKS_KNOWN`]) are read from the doc store.
+fn artifact_chunks(r: &Ranking) -> Result<HashMap<Uuid, ArtifactChunk>, IndexError> {
+    let mut out = HashMap::new();
+    for e in &r.ranked {
+        let Some(c) = r.best_chunk.get(&e.event_id) else { continue };
+        if (0..EVENT_CHUNKS_KNOWN).any(|i| crate::doc::doc_key(&e.event_id, "event", i) == c.doc_key) {
+            continue;
+        }
+        let stored = r.idx.stored(&r.searcher, c.addr)?;
+        if stored.source == "artifact" {
+            out.insert(
+                e.event_id,
+                ArtifactChunk {
+                    first_line: stored.chunk_first_line,
+                    last_line: stored.chunk_last_line,
+                    text: stored.text,
+                },
+            );
+        }
+    }
+    Ok(out)
 }
 
 /// Takes `dir/.lock` for this process (released when the file is closed, also by a crash).

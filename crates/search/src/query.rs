@@ -152,4 +152,16 @@ pub struct RankedEvents {
     pub events: Vec<RankedEvent>,
     /// As [`SearchResults::vectors_used`].
     pub vectors_used: bool,
+    /// For ranked events whose best BM25 chunk lies in their artifact (a large output the event
+    /// keeps only the head and tail of), that chunk: what a pack shows instead of the head.
+    pub artifact_chunks: std::collections::HashMap<Uuid, ArtifactChunk>,
+}
+
+/// A chunk of an event's artifact that matched a query: lines `first_line..=last_line` (0-based)
+/// of the artifact's text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArtifactChunk {
+    pub first_line: u32,
+    pub last_line: u32,
+    pub text: String,
 }

@@ -35,7 +35,7 @@ impl CandidateSource for IndexSource {
                 req.vector_weight = 0.0;
             }
             // Only the ranking: the pack reads the events and places them in the full view itself.
-            let ranked = self.0.rank(q.namespace_id, &req).await.map_err(seam_error)?;
+            let mut ranked = self.0.rank(q.namespace_id, &req).await.map_err(seam_error)?;
             let hits = ranked
                 .events
                 .into_iter()
@@ -44,6 +44,11 @@ impl CandidateSource for IndexSource {
                     lexical: (h.score.bm25_rank > 0).then_some(h.score.bm25),
                     vector: (h.score.vector_rank > 0).then_some(h.score.vector),
                     embedding: None,
+                    artifact_match: ranked.artifact_chunks.remove(&h.event_id).map(|c| memex_pack::ArtifactMatch {
+                        first_line: c.first_line,
+                        last_line: c.last_line,
+                        text: c.text,
+                    }),
                 })
                 .collect();
             Ok(SourceHits { hits, vectors_used: ranked.vectors_used })

@@ -100,6 +100,7 @@ pub fn context_status(e: &ContextError) -> Status {
         ContextError::Invalid(f) => field_status(f),
         ContextError::Store(s) => store_status(s),
         ContextError::NotFound { field, message } => Status::not_found(format!("{field}: {message}")),
+        ContextError::Precondition { .. } => Status::failed_precondition(e.to_string()),
         ContextError::WindowContention(_) => Status::aborted(e.to_string()),
         ContextError::FullView(f) => full_view_status(f),
         ContextError::Seam { .. } => {

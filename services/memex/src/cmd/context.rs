@@ -9,7 +9,7 @@ use super::out::{self, ClientArgs};
 #[derive(clap::Subcommand, Debug)]
 pub enum PackCommand {
     /// Build, store and show the context pack for one turn of a session (BuildPack).
-    Build(BuildArgs),
+    Build(Box<BuildArgs>),
     /// A stored pack, exactly as it was built (GetPack).
     Get {
         #[command(flatten)]
@@ -64,6 +64,10 @@ pub struct BuildArgs {
     /// Do not demote superseded items.
     #[arg(long)]
     pub historical: bool,
+    /// A block that must be in the pack whole (repeatable): the pack is refused, naming the
+    /// block and its budget, rather than built with it cut or left out.
+    #[arg(long = "require", value_parser = ["system", "task_state", "memory"])]
+    pub require: Vec<String>,
     /// The whole pack: each block's text and every candidate's decision.
     #[arg(long)]
     pub full: bool,
@@ -99,6 +103,7 @@ pub async fn pack(cmd: PackCommand) -> anyhow::Result<()> {
                 role: role as i32,
                 historical: b.historical,
                 view: if b.full { pb::PackView::Full } else { pb::PackView::Basic } as i32,
+                required_blocks: b.require.clone(),
                 ..Default::default()
             };
             let p = b.args.client().await?.build_pack(req).await?;
@@ -149,11 +154,18 @@ fn pack_summary(p: &pb::Pack) -> String {
             |l| line_pointer(&i.session_id, 1, l.first.into(), l.last.into()),
         );
         let tool = if i.tool_name.is_empty() { String::new() } else { format!(" {}", i.tool_name) };
-        let excerpt = if i.excerpt { "  excerpt" } else { "" };
+        let excerpt = match (i.excerpt, i.artifact_first_line, i.artifact_last_line) {
+            (_, Some(a), Some(b)) => format!("  artifact lines {a}-{b}"),
+            (true, ..) => "  excerpt".to_owned(),
+            _ => String::new(),
+        };
         s.push_str(&format!(
             "  {:<9} {at}  {}{tool}  {} tokens  score {:.3}{excerpt}\n",
             i.block, i.kind, i.tokens, i.score
         ));
+    }
+    for o in &p.omitted {
+        s.push_str(&format!("  {} block {}: needs {} tokens whole, budget {}\n", o.block, o.how, o.tokens, o.budget));
     }
     if !p.decisions.is_empty() {
         let included = p.decisions.iter().filter(|d| d.included).count();

@@ -126,6 +126,7 @@ impl ContextService for Context {
                 }
                 m => Some(m.to_owned()),
             },
+            required: wire::required_blocks(&r.required_blocks)?,
         };
         let built = st.context.build_pack(ns.id, req).await.map_err(|e| context_status(&e))?;
         let pack = wire::pack_out(&ns.name, built, full);

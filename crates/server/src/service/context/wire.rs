@@ -247,14 +247,28 @@ fn role_out(r: AgentRole) -> i32 {
 }
 
 fn block_name(b: BlockKind) -> &'static str {
-    match b {
-        BlockKind::System => "system",
-        BlockKind::TaskState => "task_state",
-        BlockKind::Memory => "memory",
-        BlockKind::Retrieval => "retrieval",
-        BlockKind::Tail => "tail",
-        BlockKind::User => "user",
+    b.as_str()
+}
+
+/// `required_blocks`: the blocks a pack may not cut or leave out.
+pub fn required_blocks(names: &[String]) -> Result<Vec<BlockKind>, Status> {
+    let mut out = Vec::with_capacity(names.len());
+    for (i, n) in names.iter().enumerate() {
+        match BlockKind::parse(n) {
+            Some(k @ (BlockKind::System | BlockKind::TaskState | BlockKind::Memory)) => {
+                if !out.contains(&k) {
+                    out.push(k);
+                }
+            }
+            _ => {
+                let shown: String = n.chars().take(64).collect();
+                return Err(Status::invalid_argument(format!(
+                    "required_blocks[{i}]: {shown:?} is not a block that can be required; use system, task_state or memory"
+                )));
+            }
+        }
     }
+    Ok(out)
 }
 
 fn item_out(i: &PackItem) -> pb::PackItem {
@@ -269,6 +283,8 @@ fn item_out(i: &PackItem) -> pb::PackItem {
         tokens: i.tokens as u32,
         excerpt: i.excerpt,
         score: i.score.unwrap_or(0.0),
+        artifact_first_line: i.artifact_lines.map(|l| l[0]),
+        artifact_last_line: i.artifact_lines.map(|l| l[1]),
     }
 }
 
@@ -366,6 +382,16 @@ pub fn pack_out(ns: &str, b: BuiltPack, full: bool) -> pb::Pack {
         decisions: if full { p.decisions.iter().map(decision_out).collect() } else { Vec::new() },
         created_at: Some(timestamp(b.created_at)),
         vectors_used: b.vectors_used,
+        omitted: p
+            .omitted
+            .iter()
+            .map(|o| pb::PackOmission {
+                block: block_name(o.block).to_owned(),
+                how: if o.dropped { "dropped" } else { "cut" }.to_owned(),
+                tokens: o.tokens as u32,
+                budget: o.budget as u32,
+            })
+            .collect(),
     }
 }
 
