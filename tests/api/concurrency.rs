@@ -107,6 +107,7 @@ async fn concurrent_pack_writes_sharing_new_chunks_both_commit() {
             pack: vec![0],
             chunks,
             created_at: chrono::Utc::now(),
+            layout: None,
         };
         let a = row((0..64).map(chunk).collect());
         let b = row((0..64).rev().map(chunk).collect());

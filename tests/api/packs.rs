@@ -81,7 +81,7 @@ async fn a_pack_is_task_conditioned_bounded_recorded_and_replayable() {
     assert!(p.text.contains("## task state fix v1 · phase execution"));
     assert!(p.text.ends_with("## user\nwhat approach did we settle on for _cstack?\n"));
     let kinds: Vec<&str> = p.blocks.iter().map(|b| b.kind.as_str()).collect();
-    assert_eq!(kinds, vec!["system", "task_state", "retrieval", "tail", "user"]);
+    assert_eq!(kinds, vec!["system", "task_state", "retrieval", "tail", "turn_retrieval", "user"]);
     // Every candidate has a decision; the reasons are the packer's.
     let d = |content_seq: u64| p.decisions.iter().find(|d| d.seq == content_seq && d.session_id == s).cloned();
     let pointer = d(1).expect("the key pointer is a candidate");
@@ -300,6 +300,39 @@ async fn a_block_over_its_budget_is_listed_or_refused_when_required() {
     req.required_blocks = vec!["task_state".into(), "system".into()];
     let p = f.c.context.build_pack(req).await.unwrap().into_inner();
     assert!(p.omitted.is_empty() && p.text.contains("constraint 29"), "{:?}", p.omitted);
+}
+
+/// An agent loop over gRPC: the next turn's pack starts with this turn's, through the end of its
+/// tail (the stable evidence kept in place, the tail anchored), whatever the new question; a
+/// cold replica lays it out the same way (the layout is stored with the pack).
+#[tokio::test]
+async fn the_next_turn_starts_with_this_turns_pack() {
+    let srv = server_or_skip!();
+    let mut f = fixture(&srv, "pkpre").await;
+    let s = f.task_session("loop", "exec").await;
+    f.put_state("loop", 0, state("fix separability_matrix")).await.unwrap();
+    f.append_to(&s, agent_loop(6), "").await;
+    let first = f.pack(&s, "what did the failing step print?", budgets(1200, 1500)).await.unwrap();
+    assert!(first.blocks.iter().any(|b| b.kind == "retrieval" && !b.text.is_empty()), "{first:?}");
+    let through_tail = |p: &pb::Pack| {
+        let upto = p.blocks.iter().position(|b| b.kind == "tail").unwrap();
+        p.blocks[..=upto].iter().filter(|b| !b.text.is_empty()).map(|b| b.text.as_str()).collect::<Vec<_>>().join("\n")
+    };
+    f.append_to(&s, vec![ev("assistant_message", "next I will rerun the separability tests")], "").await;
+    let second = f.pack(&s, "which files did we edit so far?", budgets(1200, 1500)).await.unwrap();
+    assert_within_budget(&second);
+    assert!(second.text.starts_with(&through_tail(&first)), "{}\n----\n{}", first.text, second.text);
+    assert!(second.text.contains("next I will rerun the separability tests"));
+    let evidence = |p: &pb::Pack| -> Vec<String> {
+        p.items.iter().filter(|i| i.block == "retrieval").map(|i| i.event_id.clone()).collect()
+    };
+    assert_eq!(evidence(&second), evidence(&first));
+    // Another replica, caches cold, builds the same next pack from the stored layout.
+    let replica = srv.replica().await;
+    let c = replica.clients(Some(f.token.trim_start_matches("Bearer "))).await;
+    let mut g = Fixture { ns: f.ns.clone(), c, session: s.clone(), token: f.token.clone() };
+    let third = g.pack(&s, "which files did we edit so far?", budgets(1200, 1500)).await.unwrap();
+    assert_eq!(third.text, second.text);
 }
 
 #[tokio::test]

@@ -86,6 +86,12 @@ pub struct ContextConfig {
     pub mmr_lambda: f64,
     /// Most items a retrieval block selects (K_max).
     pub max_pack_items: usize,
+    /// Share of the retrieval budget a session's packs keep in place from turn to turn (the
+    /// stable evidence, before the tail), so consecutive packs share their prefix; 0: none.
+    pub stable_evidence_share: f64,
+    /// When a session's anchored tail outgrows its budget, the new tail fills this share of it
+    /// and grows from there; 1: the tail slides every turn (and no prefix is shared past it).
+    pub tail_refill: f64,
     /// Newest events of a session read for a pack's recent tail.
     pub tail_events: u32,
     /// Hits asked of each search source per pack.
@@ -111,6 +117,8 @@ impl Default for ContextConfig {
             manifest_max_tokens: 200,
             mmr_lambda: PackParams::default().lambda,
             max_pack_items: PackParams::default().max_items,
+            stable_evidence_share: PackParams::default().stable_share,
+            tail_refill: PackParams::default().tail_refill,
             tail_events: 200,
             search_limit: 50,
             scan_events: 2000,
@@ -127,6 +135,10 @@ impl ContextConfig {
         if !(0.0..=1.0).contains(&self.mmr_lambda) {
             return Err("context.mmr_lambda must be within 0..=1".into());
         }
+        let refill_ok = self.tail_refill > 0.0 && self.tail_refill <= 1.0;
+        if !(0.0..=1.0).contains(&self.stable_evidence_share) || !refill_ok {
+            return Err("context.stable_evidence_share must be within 0..=1, context.tail_refill within (0, 1]".into());
+        }
         if self.task_state_max_tokens < 50 || self.manifest_max_tokens < 50 || self.max_pack_items == 0 {
             return Err(
                 "context.task_state_max_tokens and manifest_max_tokens must be >= 50, max_pack_items > 0".into()
@@ -140,7 +152,13 @@ impl ContextConfig {
     }
 
     fn pack_params(&self) -> PackParams {
-        PackParams { lambda: self.mmr_lambda, max_items: self.max_pack_items, ..PackParams::default() }
+        PackParams {
+            lambda: self.mmr_lambda,
+            max_items: self.max_pack_items,
+            stable_share: self.stable_evidence_share,
+            tail_refill: self.tail_refill,
+            ..PackParams::default()
+        }
     }
 }
 

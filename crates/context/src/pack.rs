@@ -6,8 +6,8 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use memex_event::{ArtifactId, EventKind, FieldError, NamespaceId, Seq, SessionId};
 use memex_pack::{
-    AgentRole, ArtifactMatch, BlockKind, Budgets, Candidate, PackError, PackRequest, Relation, RetrievalPack, Sources,
-    TailEntry, TaskContext, build_pack,
+    AgentRole, ArtifactMatch, BlockKind, Budgets, Candidate, Layout, PackError, PackParams, PackRequest, Relation,
+    RetrievalPack, Sources, TailEntry, TaskContext, build_pack,
 };
 use memex_pointer::{ContextEvent, ViewBlock};
 use memex_rank::{Bm25Doc, Bm25Params, TermCounts, bm25, query_terms};
@@ -104,6 +104,36 @@ fn pack_error(e: PackError) -> ContextError {
         Some((field, message)) => ContextError::Invalid(FieldError::new(field, message)),
         None => ContextError::invalid("budgets", text),
     }
+}
+
+/// A pack's layout as recorded beside it, with what it is valid for.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct LayoutRecord {
+    key: String,
+    layout: Layout,
+}
+
+/// What a layout is valid for: packs of another tokenizer, task, role or budgets lay out afresh.
+fn layout_key(tokenizer: Tokenizer, task: Option<&str>, role: AgentRole, b: &Budgets, p: &PackParams) -> String {
+    format!(
+        "1|{}|{}|{role:?}|{}|{}|{}|{}",
+        tokenizer.name(),
+        task.unwrap_or(""),
+        b.tail,
+        b.retrieval,
+        p.stable_share,
+        p.tail_refill
+    )
+}
+
+/// The recorded layout, if it is for `key`. One that does not parse (a later format) is
+/// ignored: the pack is laid out afresh, never refused.
+fn read_layout(bytes: &[u8], key: &str) -> Option<Layout> {
+    serde_json::from_slice::<LayoutRecord>(bytes).ok().filter(|r| r.key == key).map(|r| r.layout)
+}
+
+fn write_layout(key: &str, layout: &Layout) -> Option<Vec<u8>> {
+    serde_json::to_vec(&LayoutRecord { key: key.to_owned(), layout: layout.clone() }).ok()
 }
 
 /// Accumulates candidates by event id, merging what several sources said.
@@ -231,7 +261,8 @@ impl ContextEngine {
         for m in &manifest_rows {
             let parsed = parse_manifest(m)?;
             if parsed.position() >= oldest_tail || complete {
-                tail_manifests.push((parsed.position(), TailEntry::Manifest { id: m.id, text: m.rendered.clone() }));
+                let position = parsed.position();
+                tail_manifests.push((position, TailEntry::Manifest { id: m.id, position, text: m.rendered.clone() }));
             }
             manifests.push(parsed);
         }
@@ -254,7 +285,14 @@ impl ContextEngine {
             limit: self.cfg.search_limit,
             heads_total: Some(heads_total),
         };
-        let (pointed, (standing, system_events), anchored, (searched, vectors_used)) = tokio::try_join!(
+        // The session's last layout, when it was for packs like this one: its stable evidence is
+        // read back (from the events cache, mostly) so the pack can keep it in place.
+        let params = self.cfg.pack_params();
+        let layout_key = layout_key(tokenizer, task_id.as_deref(), role, &budgets, &params);
+        let layout = ctx.last_layout.as_deref().and_then(|b| read_layout(b, &layout_key));
+        let stable_ids: Vec<Uuid> =
+            layout.as_ref().map_or_else(Vec::new, |l| l.stable.iter().map(|(id, _)| *id).collect());
+        let (pointed, (standing, system_events), anchored, (searched, vectors_used), stable) = tokio::try_join!(
             self.expand_pointers(namespace_id, &state, &scope),
             // The session's system events (the system block) come in the same round trip.
             self.standing_at(namespace_id, &scope, scope_heads, STANDING_LIMIT, session_id, SYSTEM_EVENTS),
@@ -262,6 +300,9 @@ impl ContextEngine {
                 if anchors.is_empty() { Ok(Vec::new()) } else { self.events_by_ids(namespace_id, &anchors).await }
             },
             self.search(namespace_id, &q),
+            async {
+                if stable_ids.is_empty() { Ok(Vec::new()) } else { self.events_by_ids(namespace_id, &stable_ids).await }
+            },
         )?;
         clock.lap(2);
         let mut system = req.system_prompt.trim_end().to_owned();
@@ -275,6 +316,7 @@ impl ContextEngine {
         g.add(pointed, Sources { pointer: true, ..Sources::default() });
         g.add(standing.into_iter().map(Arc::new), Sources { pinned: true, ..Sources::default() });
         g.add(anchored, Sources { anchor: true, ..Sources::default() });
+        g.add(stable, Sources::default());
         let mut embeddings: HashMap<Uuid, Vec<f32>> = HashMap::new();
         for (h, e) in searched {
             g.add([e], Sources { lexical: h.lexical, vector: h.vector, ..Sources::default() });
@@ -319,8 +361,9 @@ impl ContextEngine {
                 historical: req.historical,
             },
             budgets,
-            params: self.cfg.pack_params(),
+            params,
             required: req.required.clone(),
+            layout,
         };
         let pack = build_pack(&request, &counter).map_err(pack_error)?;
         clock.lap(5);
@@ -353,6 +396,7 @@ impl ContextEngine {
             pack: stored.manifest,
             chunks,
             created_at: Utc::now(),
+            layout: pack.layout.as_ref().and_then(|l| write_layout(&layout_key, l)),
         };
         let created_at = match &self.writer {
             Some(w) => w.write(namespace_id, row).await?,

@@ -284,6 +284,7 @@ impl Stored {
             decisions,
             budgets: m.budgets,
             omitted: m.omitted,
+            layout: None,
         })
     }
 }
@@ -320,6 +321,7 @@ mod tests {
             decisions: Vec::new(),
             budgets: Budgets::default(),
             omitted: vec![Omission { block: BlockKind::TaskState, dropped: true, tokens: 40, budget: 10 }],
+            layout: None,
         }
     }
 

@@ -17,6 +17,7 @@
 //! gathers candidates and stores packs.
 
 mod candidate;
+mod evidence;
 mod model;
 mod pack;
 mod render;
@@ -26,7 +27,7 @@ pub use candidate::{
     AgentRole, ArtifactMatch, Candidate, ItemType, QuotaGroup, Relation, Sources, TaskContext, is_assessment_item,
 };
 pub use model::{
-    BlockKind, Budgets, Decision, Exclusion, Omission, Outcome, PackBlock, PackError, PackItem, PackParams,
+    BlockKind, Budgets, Decision, Exclusion, Layout, Omission, Outcome, PackBlock, PackError, PackItem, PackParams,
     PackRequest, Quotas, RetrievalPack, TailEntry,
 };
 pub use pack::build_pack;

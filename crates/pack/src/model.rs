@@ -142,6 +142,12 @@ pub struct PackParams {
     /// Recency half-life, in milliseconds of event time.
     pub half_life_ms: f64,
     pub weights: BaseWeights,
+    /// Share of the retrieval budget the stable evidence (kept in place from turn to turn, before
+    /// the tail) may take; the rest is this turn's evidence, after the tail. 0: all per turn.
+    pub stable_share: f64,
+    /// When the anchored tail outgrows its budget, the new tail holds the newest entries that fit
+    /// this share of it, so the next turns append to it rather than slide it. 1: slide every turn.
+    pub tail_refill: f64,
 }
 
 impl Default for PackParams {
@@ -154,6 +160,8 @@ impl Default for PackParams {
             quotas: Quotas::default(),
             half_life_ms: 6.0 * 3600.0 * 1000.0,
             weights: BaseWeights::default(),
+            stable_share: 0.5,
+            tail_refill: 0.6,
         }
     }
 }
@@ -166,11 +174,38 @@ pub enum TailEntry {
         event: ContextEvent,
         view: Option<ViewBlock>,
     },
-    /// A pointer manifest in the window, already rendered.
+    /// A pointer manifest in the window, already rendered; `position` is the seq it stands
+    /// before (it sorts before the event of that seq).
     Manifest {
         id: Uuid,
+        position: u64,
         text: String,
     },
+}
+
+impl TailEntry {
+    /// Where the entry sits in the window: (seq, whether an event); manifests sort before the
+    /// event of their position.
+    pub fn position(&self) -> (u64, bool) {
+        match self {
+            TailEntry::Event { event, .. } => (event.seq, true),
+            TailEntry::Manifest { position, .. } => (*position, false),
+        }
+    }
+}
+
+/// How a session's last pack was laid out: what the next pack keeps in place so that it starts
+/// with the same bytes, which a provider's prompt cache then serves at a tenth of the price.
+/// Recorded with each pack; the adapter hands the session's last one to the next pack (None when
+/// it was built for other budgets, tokenizer or task).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Layout {
+    /// The tail block's oldest entry ([`TailEntry::position`]); None: the tail was empty.
+    pub tail_from: Option<(u64, bool)>,
+    /// The stable evidence in block order, each with the token cap it was rendered under.
+    pub stable: Vec<(Uuid, usize)>,
+    /// The query terms the stable evidence was excerpted for.
+    pub terms: Vec<String>,
 }
 
 /// Everything a pack is built from. The same request gives the same pack, byte for byte.
@@ -198,6 +233,9 @@ pub struct PackRequest {
     /// Blocks that must be in the pack whole (system, task state, memory): building fails with
     /// [`PackError::Required`] rather than cut or drop one.
     pub required: Vec<BlockKind>,
+    /// The session's last pack's layout, to keep in place (None: lay out afresh). Its stable
+    /// evidence must be among `candidates`.
+    pub layout: Option<Layout>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
@@ -206,8 +244,11 @@ pub enum BlockKind {
     System,
     TaskState,
     Memory,
+    /// Stable evidence: kept in place while the tail is anchored.
     Retrieval,
     Tail,
+    /// This turn's evidence, after the tail.
+    TurnRetrieval,
     User,
 }
 
@@ -220,6 +261,7 @@ impl BlockKind {
             BlockKind::Memory => "memory",
             BlockKind::Retrieval => "retrieval",
             BlockKind::Tail => "tail",
+            BlockKind::TurnRetrieval => "turn_retrieval",
             BlockKind::User => "user",
         }
     }
@@ -231,6 +273,7 @@ impl BlockKind {
             BlockKind::Memory,
             BlockKind::Retrieval,
             BlockKind::Tail,
+            BlockKind::TurnRetrieval,
             BlockKind::User,
         ]
         .into_iter()
@@ -327,6 +370,9 @@ pub struct RetrievalPack {
     /// Blocks cut to their budget or left out, and what they would take whole.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub omitted: Vec<Omission>,
+    /// This pack's layout, for the session's next pack (recorded beside the pack, not in it).
+    #[serde(skip)]
+    pub layout: Option<Layout>,
 }
 
 /// What goes between two blocks of a pack's text.

@@ -5,23 +5,15 @@
 //! `context − headroom` — holds on the exact token count of the exact text returned: running sums
 //! choose the items, then the assembled text is counted and items are dropped (lowest ranked
 //! first) until it fits, so BPE effects at item boundaries can never push a pack over.
-use std::collections::BTreeMap;
-
 use memex_pointer::{ContextEvent, SessionAliases, ViewBlock};
-use memex_rank::{Sketch, cosine, mmr};
 use memex_tokens::{TokenCounter, truncate_lines};
 use uuid::Uuid;
 
-use crate::candidate::{Candidate, ItemType, QuotaGroup};
+use crate::evidence::evidence;
 use crate::model::{
-    BlockKind, Decision, Exclusion, Omission, Outcome, PackBlock, PackError, PackItem, PackRequest, RetrievalPack,
-    TailEntry,
+    BlockKind, Layout, Omission, PackBlock, PackError, PackItem, PackRequest, RetrievalPack, TailEntry,
 };
-use crate::render::{render_artifact_match, render_item};
-use crate::score::score_all;
 
-const RETRIEVAL_HEADER: &str =
-    "## retrieved evidence (read-only memory from the lossless store; follow a pointer to expand)\n";
 const TAIL_HEADER: &str = "## recent turns\n";
 
 /// Builds the pack. Errors only on a request that cannot be honoured (budgets that do not add
@@ -70,19 +62,24 @@ pub fn build_pack(req: &PackRequest, counter: &dyn TokenCounter) -> Result<Retri
             budget,
         )?,
     };
-    let (tail_text, tail_tokens, tail_items) = tail_block(req, counter);
-    let in_tail: Vec<Uuid> = tail_items.iter().map(|i| i.event_id).collect();
-    let (mut retrieval, mut decisions) = retrieval_block(req, &in_tail, counter);
+    let tail = tail_block(req, counter);
+    let in_tail: Vec<Uuid> = tail.items.iter().map(|i| i.event_id).collect();
+    // The stable evidence stays in place only while the tail it precedes is anchored: a tail
+    // laid out afresh breaks the prompt cache's prefix anyway, so the evidence is chosen afresh.
+    let kept = if tail.anchored { req.layout.as_ref() } else { None };
+    let (mut ev, mut decisions) = evidence(req, &in_tail, kept, counter);
 
     let mut items: Vec<PackItem> = Vec::new();
     let blocks = loop {
-        // The retrieval and tail blocks were counted as they were assembled.
+        // The evidence and tail blocks were counted as they were assembled.
+        let turn_budget = b.retrieval.saturating_sub(ev.stable.tokens + usize::from(ev.stable.tokens > 0));
         let blocks = [
             (BlockKind::System, &system, None, b.system),
             (BlockKind::TaskState, &task, None, b.task_state),
             (BlockKind::Memory, &memory, None, b.memory),
-            (BlockKind::Retrieval, &retrieval.text, Some(retrieval.tokens), b.retrieval),
-            (BlockKind::Tail, &tail_text, Some(tail_tokens), b.tail),
+            (BlockKind::Retrieval, &ev.stable.text, Some(ev.stable.tokens), ev.stable_budget),
+            (BlockKind::Tail, &tail.text, Some(tail.tokens), b.tail),
+            (BlockKind::TurnRetrieval, &ev.turn.text, Some(ev.turn.tokens), turn_budget),
             (BlockKind::User, &user_text, Some(user_tokens), b.user),
         ];
         // Packs without a memory budget have no memory block (as before there was one).
@@ -101,16 +98,18 @@ pub fn build_pack(req: &PackRequest, counter: &dyn TokenCounter) -> Result<Retri
         // their last lines: exactly what counting the joined text would give.
         let tokens = RetrievalPack::joined_tokens(&blocks, counter);
         // Blocks fit on their own; only boundary effects could push the whole over, and then the
-        // retrieval block gives way.
-        if tokens + b.headroom <= b.context || retrieval.items.is_empty() {
-            items.extend(retrieval.items.iter().cloned());
-            items.extend(tail_items.iter().cloned());
+        // evidence gives way.
+        if tokens + b.headroom <= b.context || ev.is_empty() {
+            items.extend(ev.stable.items.iter().cloned());
+            items.extend(tail.items.iter().cloned());
+            items.extend(ev.turn.items.iter().cloned());
             break (blocks, text, tokens);
         }
-        retrieval.drop_last(&mut decisions, counter);
+        ev.drop_last(req.session_id, &mut decisions, counter);
     };
     let (blocks, text, tokens) = blocks;
-    Ok(RetrievalPack { text, tokens, blocks, items, decisions, budgets: b, omitted })
+    let layout = Layout { tail_from: tail.from, stable: ev.stable_layout(), terms: ev.terms.clone() };
+    Ok(RetrievalPack { text, tokens, blocks, items, decisions, budgets: b, omitted, layout: Some(layout) })
 }
 
 /// `title` + `body`, cut on line boundaries (then mid-line) to `budget` with `marker` appended;
@@ -142,37 +141,65 @@ fn capped_block(
     }
 }
 
-/// The newest entries of the window that fit the tail budget, oldest first. The newest event is
-/// always there, cut to the budget if it is larger.
-/// The tail block's text, its token count and its items.
-fn tail_block(req: &PackRequest, counter: &dyn TokenCounter) -> (String, usize, Vec<PackItem>) {
+/// The tail block: its text, token count, items, its oldest entry, and whether it kept the last
+/// layout's anchor.
+struct Tail {
+    text: String,
+    tokens: usize,
+    items: Vec<PackItem>,
+    from: Option<(u64, bool)>,
+    anchored: bool,
+}
+
+/// The tail block. Anchored: every entry from the last layout's oldest one, when they all fit
+/// the budget, so the block only grows at its end from turn to turn. Otherwise the newest entries
+/// that fit the budget (a first pack) or `tail_refill` of it (the anchored tail outgrew it), oldest
+/// first; the newest event is always there, cut to the budget if it is larger.
+fn tail_block(req: &PackRequest, counter: &dyn TokenCounter) -> Tail {
     let budget = req.budgets.tail;
     let mut aliases = SessionAliases::starting_with(req.session_id);
-    let legend = format!("{}\n", aliases.legend());
-    let fixed = counter.count(TAIL_HEADER) + counter.count(&legend);
-    let mut used = fixed;
     // (text, its tokens, its item): the count taken to choose an entry is the item's count.
-    let mut chosen: Vec<(String, usize, Option<PackItem>)> = Vec::new();
-    for entry in req.tail.iter().rev() {
-        let (text, item) = match entry {
-            TailEntry::Manifest { text, .. } => (format!("{}\n", text.trim_end_matches('\n')), None),
-            TailEntry::Event { event, view } => {
-                let alias = aliases.alias(event.session_id);
-                let text = memex_pointer::render_event(&alias, event, view.as_ref());
-                (text, Some(item_of(BlockKind::Tail, event, view.as_ref(), 0, false, None)))
-            }
-        };
-        let tokens = counter.count(&text);
-        if used + tokens < budget {
+    let mut render = |entry: &TailEntry| match entry {
+        TailEntry::Manifest { text, .. } => {
+            let text = format!("{}\n", text.trim_end_matches('\n'));
+            let tokens = counter.count(&text);
+            (text, tokens, None)
+        }
+        TailEntry::Event { event, view } => {
+            let alias = aliases.alias(event.session_id);
+            let text = memex_pointer::render_event(&alias, event, view.as_ref());
+            let tokens = counter.count(&text);
+            (text, tokens, Some(item_of(BlockKind::Tail, event, view.as_ref(), tokens, false, None)))
+        }
+    };
+    let from = req.layout.as_ref().and_then(|l| l.tail_from);
+    if let Some(k) = from.and_then(|f| req.tail.iter().position(|e| e.position() == f)) {
+        let chosen: Vec<_> = req.tail[k..].iter().map(&mut render).collect();
+        if let Some((text, tokens, items, _)) = assemble_tail(req.session_id, chosen, budget, counter, false) {
+            return Tail { text, tokens, items, from, anchored: true };
+        }
+    }
+    let fill = match &req.layout {
+        Some(_) => ((budget as f64 * req.params.tail_refill.clamp(0.0, 1.0)) as usize).min(budget),
+        None => budget,
+    };
+    let legend = format!("{}\n", SessionAliases::starting_with(req.session_id).legend());
+    let mut used = counter.count(TAIL_HEADER) + counter.count(&legend);
+    let mut chosen: Vec<TailPart> = Vec::new();
+    let mut first = None;
+    for (k, entry) in req.tail.iter().enumerate().rev() {
+        let (text, tokens, item) = render(entry);
+        if used + tokens < fill {
             used += tokens + 1;
             chosen.push((text, tokens, item));
+            first = Some(k);
             continue;
         }
         if chosen.is_empty()
             && let TailEntry::Event { event, view } = entry
         {
             // The newest event alone is over the tail budget: keep as much of it as fits.
-            let alias = aliases.alias(event.session_id);
+            let alias = SessionAliases::starting_with(req.session_id).alias(event.session_id);
             if let Some(r) = crate::render::render_item(
                 &alias,
                 event,
@@ -181,35 +208,53 @@ fn tail_block(req: &PackRequest, counter: &dyn TokenCounter) -> (String, usize, 
                 budget.saturating_sub(used + 1),
                 counter,
             ) {
-                chosen.push((r.text, r.tokens, Some(item_of(BlockKind::Tail, event, view.as_ref(), 0, true, None))));
+                let item = item_of(BlockKind::Tail, event, view.as_ref(), r.tokens, true, None);
+                chosen.push((r.text, r.tokens, Some(item)));
+                first = Some(k);
             }
         }
         break;
     }
     chosen.reverse();
+    let (text, tokens, items, dropped) =
+        assemble_tail(req.session_id, chosen, budget, counter, true).unwrap_or((String::new(), 0, Vec::new(), 0));
+    let from =
+        if text.is_empty() { None } else { first.and_then(|k| req.tail.get(k + dropped)).map(TailEntry::position) };
+    Tail { text, tokens, items, from, anchored: false }
+}
+
+type TailPart = (String, usize, Option<PackItem>);
+
+/// The tail block from its entries (oldest first): its text, tokens, items and how many of the
+/// oldest entries were dropped to fit `budget` (None when that was not allowed and needed).
+fn assemble_tail(
+    session: Uuid,
+    mut chosen: Vec<TailPart>,
+    budget: usize,
+    counter: &dyn TokenCounter,
+    may_drop: bool,
+) -> Option<(String, usize, Vec<PackItem>, usize)> {
+    let legend = format!("{}\n", SessionAliases::starting_with(session).legend());
+    let mut dropped = 0;
     loop {
         if chosen.is_empty() {
-            return (String::new(), 0, Vec::new());
+            return Some((String::new(), 0, Vec::new(), dropped));
         }
         let parts: Vec<(&str, usize)> = chosen.iter().map(|(t, n, _)| (t.as_str(), *n)).collect();
         let (text, tokens) = joined_block(&format!("{TAIL_HEADER}{legend}"), &parts, counter);
         if tokens <= budget {
-            let items = chosen
-                .into_iter()
-                .filter_map(|(_, tokens, item)| {
-                    item.map(|mut i| {
-                        i.tokens = tokens;
-                        i
-                    })
-                })
-                .collect();
-            return (text, tokens, items);
+            let items = chosen.into_iter().filter_map(|(_, _, item)| item).collect();
+            return Some((text, tokens, items, dropped));
+        }
+        if !may_drop {
+            return None;
         }
         chosen.remove(0); // oldest first
+        dropped += 1;
     }
 }
 
-fn item_of(
+pub(crate) fn item_of(
     block: BlockKind,
     e: &ContextEvent,
     view: Option<&ViewBlock>,
@@ -236,7 +281,7 @@ fn item_of(
 /// whole as counting it would give: from the parts' counts (cached across packs), recounting only
 /// the head and each part's last lines (`memex_tokens::count_joined`). The assembled block is new
 /// text in nearly every pack, so counting it whole never hits the count cache.
-fn joined_block(head: &str, parts: &[(&str, usize)], counter: &dyn TokenCounter) -> (String, usize) {
+pub(crate) fn joined_block(head: &str, parts: &[(&str, usize)], counter: &dyn TokenCounter) -> (String, usize) {
     let mut text = head.to_owned();
     for (p, _) in parts {
         text.push('\n');
@@ -246,204 +291,4 @@ fn joined_block(head: &str, parts: &[(&str, usize)], counter: &dyn TokenCounter)
     all.push((head, counter.count(head)));
     all.extend_from_slice(parts);
     (text, memex_tokens::count_joined(counter, &all, "\n"))
-}
-
-/// The retrieval block under construction.
-struct Retrieval {
-    text: String,
-    items: Vec<PackItem>,
-    /// Rendered item texts, parallel to `items`.
-    parts: Vec<String>,
-    /// Decision index of each item, parallel to `items`.
-    decision_of: Vec<usize>,
-    legend: String,
-    /// The token count of `text`, kept by `assemble`.
-    tokens: usize,
-}
-
-impl Retrieval {
-    /// Renders `text` from the items and counts it.
-    fn assemble(&mut self, counter: &dyn TokenCounter) {
-        if self.items.is_empty() {
-            self.text.clear();
-            self.tokens = 0;
-            return;
-        }
-        let head = format!("{RETRIEVAL_HEADER}{}\n", self.legend);
-        let parts: Vec<(&str, usize)> =
-            self.parts.iter().zip(&self.items).map(|(p, i)| (p.as_str(), i.tokens)).collect();
-        (self.text, self.tokens) = joined_block(&head, &parts, counter);
-    }
-
-    /// Drops the lowest-ranked item (the last added), recording why.
-    fn drop_last(&mut self, decisions: &mut [Decision], counter: &dyn TokenCounter) {
-        if let (Some(_), Some(_), Some(d)) = (self.items.pop(), self.parts.pop(), self.decision_of.pop()) {
-            decisions[d].outcome = Outcome::Excluded(Exclusion::OverBudget { remaining: 0 });
-        }
-        self.assemble(counter);
-    }
-}
-
-fn dedupe(cands: &[Candidate]) -> Vec<Candidate> {
-    let mut by_id: BTreeMap<Uuid, usize> = BTreeMap::new();
-    let mut out: Vec<Candidate> = Vec::with_capacity(cands.len());
-    for c in cands {
-        match by_id.get(&c.event.id) {
-            Some(&i) => {
-                let merged = out[i].sources.merge(c.sources);
-                out[i].sources = merged;
-                out[i].superseded |= c.superseded;
-                if out[i].view.is_none() {
-                    out[i].view.clone_from(&c.view);
-                }
-                if out[i].embedding.is_none() {
-                    out[i].embedding.clone_from(&c.embedding);
-                }
-            }
-            None => {
-                by_id.insert(c.event.id, out.len());
-                out.push(c.clone());
-            }
-        }
-    }
-    out
-}
-
-fn retrieval_block(req: &PackRequest, in_tail: &[Uuid], counter: &dyn TokenCounter) -> (Retrieval, Vec<Decision>) {
-    let budget = req.budgets.retrieval;
-    let p = &req.params;
-    let cands = dedupe(&req.candidates);
-    let parts = score_all(&cands, &req.task, &p.weights, p.half_life_ms);
-    let mut decisions: Vec<Decision> = cands
-        .iter()
-        .zip(&parts)
-        .map(|(c, s)| Decision {
-            event_id: c.event.id,
-            session_id: c.event.session_id,
-            seq: c.event.seq,
-            kind: c.event.kind.as_str().to_owned(),
-            sources: c.sources,
-            parts: *s,
-            mmr_rank: None,
-            outcome: Outcome::Excluded(Exclusion::NotSelected),
-        })
-        .collect();
-    // Rank: score, then newer, then id — a total order, so ties never depend on input order.
-    let mut order: Vec<usize> = (0..cands.len()).collect();
-    order.sort_by(|&a, &b| {
-        parts[b]
-            .score
-            .total_cmp(&parts[a].score)
-            .then(cands[b].event.time_ms.cmp(&cands[a].event.time_ms))
-            .then(cands[a].event.id.cmp(&cands[b].event.id))
-    });
-    let mut eligible: Vec<usize> = Vec::new();
-    for &i in &order {
-        let reason = if parts[i].score <= 0.0 {
-            Some(Exclusion::ZeroScore)
-        } else if in_tail.contains(&cands[i].event.id) {
-            Some(Exclusion::InTail)
-        } else if eligible.len() >= p.max_candidates {
-            Some(Exclusion::BelowCut)
-        } else {
-            None
-        };
-        match reason {
-            Some(r) => decisions[i].outcome = Outcome::Excluded(r),
-            None => eligible.push(i),
-        }
-    }
-    // Similarity: the cosine of the two items' embeddings when both have one, else how alike
-    // their words are.
-    let sketches: Vec<Sketch> = eligible.iter().map(|&i| Sketch::of(&cands[i].event.content)).collect();
-    let relevance: Vec<f64> = eligible.iter().map(|&i| parts[i].score).collect();
-    let similarity = |a: usize, b: usize| match (&cands[eligible[a]].embedding, &cands[eligible[b]].embedding) {
-        (Some(x), Some(y)) if x.len() == y.len() && !x.is_empty() => f64::from(cosine(x, y)).max(0.0),
-        _ => sketches[a].jaccard(&sketches[b]),
-    };
-    let picked = mmr(&relevance, p.max_items, p.lambda, similarity);
-
-    let mut aliases = SessionAliases::starting_with(req.session_id);
-    let mut r = Retrieval {
-        text: String::new(),
-        items: vec![],
-        parts: vec![],
-        decision_of: vec![],
-        legend: aliases.legend(),
-        tokens: 0,
-    };
-    let header_tokens = counter.count(RETRIEVAL_HEADER);
-    let mut legend_tokens = counter.count(&r.legend) + 1;
-    let mut used = header_tokens + legend_tokens;
-    let item_cap = ((budget as f64 * p.item_share) as usize).max(256);
-    let mut group_used: BTreeMap<QuotaGroup, usize> = BTreeMap::new();
-    for (rank, &local) in picked.iter().enumerate() {
-        let i = eligible[local];
-        decisions[i].mmr_rank = Some(rank);
-        let c = &cands[i];
-        let group = ItemType::of(&c.event.kind).quota_group();
-        let quota = (budget as f64 * p.quotas.share(group)) as usize;
-        let quota_left = quota.saturating_sub(group_used.get(&group).copied().unwrap_or(0));
-        let alias = aliases.alias(c.event.session_id);
-        let new_legend = aliases.legend();
-        let legend_growth =
-            if new_legend != r.legend { (counter.count(&new_legend) + 1).saturating_sub(legend_tokens) } else { 0 };
-        let remaining = budget.saturating_sub(used + legend_growth + 1);
-        let cap = item_cap.min(remaining).min(quota_left);
-        let rendered = match &c.artifact_match {
-            Some(m) => render_artifact_match(&alias, &c.event, c.view.as_ref(), m, &req.terms, cap, counter),
-            None => render_item(&alias, &c.event, c.view.as_ref(), &req.terms, cap, counter),
-        };
-        match rendered {
-            Some(item) => {
-                used += item.tokens + 1 + legend_growth;
-                if legend_growth > 0 {
-                    legend_tokens += legend_growth;
-                    r.legend = new_legend;
-                }
-                *group_used.entry(group).or_insert(0) += item.tokens;
-                decisions[i].outcome = Outcome::Included { tokens: item.tokens, excerpt: item.excerpt };
-                let mut pack_item = item_of(
-                    BlockKind::Retrieval,
-                    &c.event,
-                    c.view.as_ref(),
-                    item.tokens,
-                    item.excerpt,
-                    Some(parts[i].score),
-                );
-                pack_item.artifact_lines = c.artifact_match.as_ref().map(|m| [m.first_line + 1, m.last_line + 1]);
-                r.items.push(pack_item);
-                r.parts.push(item.text);
-                r.decision_of.push(i);
-            }
-            None => {
-                // Undo an alias taken for an item that did not make it.
-                aliases = alias_set(req.session_id, &r.items);
-                decisions[i].outcome = Outcome::Excluded(if quota_left < item_cap.min(remaining) {
-                    Exclusion::Quota { group, quota }
-                } else {
-                    Exclusion::OverBudget { remaining }
-                });
-            }
-        }
-    }
-    r.assemble(counter);
-    while !r.items.is_empty() && r.tokens > budget {
-        r.drop_last(&mut decisions, counter);
-        let a = alias_set(req.session_id, &r.items);
-        if a.legend() != r.legend {
-            r.legend = a.legend();
-            r.assemble(counter);
-        }
-    }
-    (r, decisions)
-}
-
-/// The aliases the given items use, in order of first use after `s1`.
-fn alias_set(first: Uuid, items: &[PackItem]) -> SessionAliases {
-    let mut a = SessionAliases::starting_with(first);
-    for i in items {
-        a.alias(i.session_id);
-    }
-    a
 }

@@ -26,6 +26,10 @@ fn ev(n: u128, kind: EventKind, content: &str) -> ContextEvent {
     }
 }
 
+fn is_evidence(b: BlockKind) -> bool {
+    matches!(b, BlockKind::Retrieval | BlockKind::TurnRetrieval)
+}
+
 fn lexical(e: ContextEvent, s: f32) -> Candidate {
     Candidate::new(e, Sources { lexical: Some(s), ..Sources::default() })
 }
@@ -49,6 +53,7 @@ fn request(candidates: Vec<Candidate>) -> PackRequest {
         budgets: Budgets::default(),
         params: PackParams::default(),
         required: vec![],
+        layout: None,
     }
 }
 
@@ -114,7 +119,7 @@ fn a_pack_has_every_block_and_a_decision_per_candidate() {
         },
     ]);
     req.tail = vec![
-        TailEntry::Manifest { id: Uuid::nil(), text: "[pointer manifest x] 3 events evicted".into() },
+        TailEntry::Manifest { id: Uuid::nil(), position: 9, text: "[pointer manifest x] 3 events evicted".into() },
         TailEntry::Event { event: ev(9, EventKind::AssistantMessage, "Let me look."), view: None },
     ];
     let pack = build_pack(&req, &t).expect("pack");
@@ -126,7 +131,7 @@ fn a_pack_has_every_block_and_a_decision_per_candidate() {
     assert_eq!(pack.decisions.len(), 4);
     let unrelated = pack.decisions.iter().find(|d| d.seq == 4).expect("decision");
     assert_eq!(unrelated.outcome, Outcome::Excluded(Exclusion::ZeroScore));
-    let retrieved: Vec<u64> = pack.items.iter().filter(|i| i.block == BlockKind::Retrieval).map(|i| i.seq).collect();
+    let retrieved: Vec<u64> = pack.items.iter().filter(|i| is_evidence(i.block)).map(|i| i.seq).collect();
     assert_eq!(retrieved, vec![1, 2, 3]);
     assert_eq!(pack.items.iter().filter(|i| i.block == BlockKind::Tail).count(), 1);
     // Same request, same pack.
@@ -158,9 +163,9 @@ fn quotas_and_budgets_are_recorded() {
     let mut req = request(logs);
     req.budgets.retrieval = 1000;
     let pack = build_pack(&req, &t).expect("pack");
-    let retrieval = pack.blocks.iter().find(|b| b.kind == BlockKind::Retrieval).expect("block");
-    assert!(retrieval.tokens <= 1000);
-    let tool_tokens: usize = pack.items.iter().filter(|i| i.block == BlockKind::Retrieval).map(|i| i.tokens).sum();
+    let evidence: usize = pack.blocks.iter().filter(|b| is_evidence(b.kind)).map(|b| b.tokens).sum();
+    assert!(evidence <= 1000);
+    let tool_tokens: usize = pack.items.iter().filter(|i| is_evidence(i.block)).map(|i| i.tokens).sum();
     assert!(tool_tokens <= 600, "{tool_tokens}");
     assert!(pack.decisions.iter().any(|d| matches!(d.outcome, Outcome::Excluded(Exclusion::Quota { .. }))));
 }
@@ -273,6 +278,7 @@ proptest! {
             budgets,
             params: PackParams::default(),
             required: vec![],
+            layout: None,
         };
         match build_pack(&req, &t) {
             Err(PackError::UserMessage { .. }) => { let u = format!("## user\n{user}\n"); prop_assert!(t.count(&u) > budgets.user) },
@@ -289,8 +295,15 @@ proptest! {
                 ids.dedup();
                 prop_assert_eq!(pack.decisions.len(), ids.len());
                 let included = pack.decisions.iter().filter(|d| matches!(d.outcome, Outcome::Included { .. })).count();
-                prop_assert_eq!(included, pack.items.iter().filter(|i| i.block == BlockKind::Retrieval).count());
-                for item in pack.items.iter().filter(|i| i.block == BlockKind::Retrieval) {
+                prop_assert_eq!(included, pack.items.iter().filter(|i| is_evidence(i.block)).count());
+                let evidence: usize = pack.blocks.iter().filter(|b| is_evidence(b.kind)).map(|b| b.tokens).sum();
+                prop_assert!(evidence <= budgets.retrieval, "{} > {}", evidence, budgets.retrieval);
+                // Built again after itself (its layout kept), the pack is the same.
+                let again = PackRequest { layout: pack.layout.clone(), ..req.clone() };
+                let second = build_pack(&again, &t).expect("the same request builds");
+                prop_assert_eq!(&second.text, &pack.text);
+                prop_assert_eq!(&second.items, &pack.items);
+                for item in pack.items.iter().filter(|i| is_evidence(i.block)) {
                     prop_assert!(ids.contains(&item.event_id));
                 }
                 prop_assert_eq!(build_pack(&req, &t).ok(), Some(pack));
@@ -353,4 +366,69 @@ fn a_large_output_shows_the_part_of_its_artifact_that_matched() {
     let item = pack.items.iter().find(|i| i.seq == 7).expect("item");
     assert_eq!(item.artifact_lines, Some([4411, 4413]));
     assert!(item.excerpt);
+}
+
+/// An agent loop: each turn appends an event and asks something new. While the tail stays
+/// anchored, turn N+1's pack starts with turn N's, through the end of its tail (the stable
+/// evidence kept byte for byte); when the tail outgrows its budget, it is laid out afresh at
+/// `tail_refill` of it, and anchored again from there.
+#[test]
+fn consecutive_turns_share_their_prefix_through_the_tail() {
+    let t = Tokenizer::O200kBase;
+    let topics = ["checksum", "traceback", "grep", "patch", "import", "pytest", "separability", "release"];
+    let pool: Vec<ContextEvent> = (0..40u128)
+        .map(|i| {
+            let topic = topics[i as usize % topics.len()];
+            ev(i, EventKind::ToolResult, &format!("{topic} output {i}: {}\n", "line of tool output ".repeat(8)))
+        })
+        .collect();
+    let mut window: Vec<TailEntry> = (100..110u128)
+        .map(|i| TailEntry::Event {
+            event: ev(i, EventKind::AssistantMessage, &format!("step {i}: working")),
+            view: None,
+        })
+        .collect();
+    let (mut prev, mut anchored, mut rebased) = (None::<RetrievalPack>, 0, 0);
+    for turn in 0..80u128 {
+        window.push(TailEntry::Event {
+            event: ev(
+                200 + turn,
+                EventKind::AssistantMessage,
+                &format!("turn {turn}: next I look at {}", topics[turn as usize % 8]),
+            ),
+            view: None,
+        });
+        // Each turn's search ranks the pool its own way.
+        let candidates: Vec<Candidate> = pool
+            .iter()
+            .enumerate()
+            .map(|(i, e)| lexical(e.clone(), ((i as u128 * 7 + turn * 13) % 23) as f32 + 1.0))
+            .collect();
+        let mut req = request(candidates);
+        req.user_message = format!("what did the {} step show?", topics[turn as usize % 8]);
+        req.terms = memex_rank::query_terms(&req.user_message);
+        req.tail = window.clone();
+        req.budgets.tail = 400;
+        req.budgets.retrieval = 600;
+        req.layout = prev.as_ref().and_then(|p| p.layout.clone());
+        let pack = build_pack(&req, &t).expect("pack");
+        assert!(pack.tokens + req.budgets.headroom <= req.budgets.context);
+        if let Some(p) = &prev {
+            let (was, now) = (p.layout.as_ref().expect("layout"), pack.layout.as_ref().expect("layout"));
+            if was.tail_from == now.tail_from {
+                anchored += 1;
+                let upto = p.blocks.iter().position(|b| b.kind == BlockKind::Tail).expect("tail block");
+                let prefix = RetrievalPack::joined(&p.blocks[..=upto]);
+                assert!(pack.text.starts_with(&prefix), "turn {turn}: the prefix through the tail changed");
+                assert_eq!(now.stable, was.stable, "turn {turn}: the stable evidence moved");
+            } else {
+                rebased += 1;
+                let tail = pack.blocks.iter().find(|b| b.kind == BlockKind::Tail).expect("tail block");
+                assert!(tail.tokens <= (400.0 * PackParams::default().tail_refill) as usize + 16, "{}", tail.tokens);
+            }
+        }
+        prev = Some(pack);
+    }
+    // Each turn adds ~15 tokens; the tail re-bases every ~10 turns, no more.
+    assert!(rebased >= 3 && anchored >= 5 * rebased, "anchored {anchored}, rebased {rebased}");
 }

@@ -21,6 +21,6 @@ pub mod text;
 pub use bm25::{Bm25Doc, Bm25Params, TermCounts, bm25, bm25_scores, term_hash};
 pub use chunk::{Chunk, ChunkOptions, chunk_text};
 pub use fusion::{FusedHit, Part, RankedList, RrfOptions, rrf};
-pub use mmr::{Sketch, mmr};
+pub use mmr::{Sketch, mmr, mmr_after};
 pub use semantic::cosine;
 pub use text::{for_each_term, query_terms, tokenize};

@@ -12,14 +12,36 @@
 /// so far`; ties go to the lower index, so the selection is deterministic. `lambda = 1` returns
 /// the candidates by relevance; `lambda = 0` only avoids repeats.
 pub fn mmr(relevance: &[f64], k: usize, lambda: f64, sim: impl Fn(usize, usize) -> f64) -> Vec<usize> {
+    mmr_after(relevance, &[], k, lambda, sim)
+}
+
+/// [`mmr`] that has already picked `first` (indices into `relevance`, in that order, whatever
+/// their relevance): the rest continue as [`mmr`] would have after picking them itself. A pack
+/// that keeps the evidence of an earlier turn in place picks the remainder this way, so building
+/// it again from the same state gives the same picks.
+pub fn mmr_after(
+    relevance: &[f64],
+    first: &[usize],
+    k: usize,
+    lambda: f64,
+    sim: impl Fn(usize, usize) -> f64,
+) -> Vec<usize> {
     let max = relevance.iter().copied().fold(0.0f64, f64::max);
-    if max <= 0.0 || k == 0 {
+    let first: Vec<usize> = first.iter().copied().filter(|&i| i < relevance.len()).take(k).collect();
+    if (max <= 0.0 && first.is_empty()) || k == 0 {
         return Vec::new();
     }
-    let mut left: Vec<usize> = (0..relevance.len()).filter(|&i| relevance[i] > 0.0).collect();
+    let mut left: Vec<usize> = (0..relevance.len()).filter(|&i| relevance[i] > 0.0 && !first.contains(&i)).collect();
     // Highest similarity of each candidate to anything picked so far.
     let mut max_sim = vec![f64::NEG_INFINITY; relevance.len()];
-    let mut picked: Vec<usize> = Vec::with_capacity(k.min(left.len()));
+    let mut picked: Vec<usize> = Vec::with_capacity(k.min(left.len() + first.len()));
+    for &chosen in &first {
+        picked.push(chosen);
+        for &j in &left {
+            max_sim[j] = max_sim[j].max(sim(chosen, j));
+        }
+    }
+    let max = if max > 0.0 { max } else { 1.0 };
     while picked.len() < k && !left.is_empty() {
         let mut best = 0;
         let mut best_val = f64::NEG_INFINITY;
@@ -151,6 +173,17 @@ mod tests {
             s.dedup();
             prop_assert_eq!(s.len(), picks.len());
             prop_assert!(picks.iter().all(|&i| rel[i] > 0.0));
+        }
+
+        /// Picking the first j of MMR's own picks and continuing gives MMR's picks.
+        #[test]
+        fn continuing_after_its_own_first_picks_is_mmr(
+            rel in proptest::collection::vec(0.0f64..10.0, 0..30), k in 0usize..40, lambda in 0.0f64..=1.0, j in 0usize..40,
+        ) {
+            let sim = |a: usize, b: usize| ((a * 7 + b * 3) % 5) as f64 / 5.0;
+            let all = mmr(&rel, k, lambda, sim);
+            let j = j.min(all.len());
+            prop_assert_eq!(mmr_after(&rel, &all[..j], k, lambda, sim), all);
         }
 
         #[test]

@@ -230,6 +230,7 @@ impl Store {
             Vec<String>,
             i64,
             Vec<i64>,
+            Option<Vec<u8>>,
         );
         let row: Option<Row> = sqlx::query_as(
             "WITH s AS (
@@ -253,7 +254,9 @@ impl Store {
              )
              SELECT s.session_task, s.task, st.version, st.state, st.rendered, st.tokens, st.tokenizer, st.author,
                     st.created_at, (SELECT parent_task_id FROM p), (SELECT children FROM c), sc.ids, sc.tasks,
-                    s.head, sc.heads
+                    s.head, sc.heads,
+                    (SELECT layout FROM context_packs
+                     WHERE namespace_id = $2 AND session_id = $1 ORDER BY created_at DESC, id DESC LIMIT 1)
              FROM s LEFT JOIN st ON true, sc",
         )
         .bind(session_id)
@@ -292,6 +295,7 @@ impl Store {
             head: r.13.max(0) as u64,
             heads: r.11.iter().copied().zip(r.14.iter().map(|h| (*h).max(0) as u64)).collect(),
             sessions: r.11.into_iter().zip(r.12).collect(),
+            last_layout: r.15,
         })
     }
 }
@@ -311,4 +315,6 @@ pub struct PackContext {
     pub head: u64,
     /// The last seq of each of `sessions`, in the same order.
     pub heads: Vec<(Uuid, u64)>,
+    /// The layout recorded with the session's newest pack (JSON), if any.
+    pub last_layout: Option<Vec<u8>>,
 }

@@ -23,6 +23,9 @@ pub struct PackRow {
     /// when read.
     pub chunks: Vec<PackChunk>,
     pub created_at: DateTime<Utc>,
+    /// How the pack was laid out (JSON), for the session's next pack to keep in place; not read
+    /// back with the pack.
+    pub layout: Option<Vec<u8>>,
 }
 
 /// A piece of stored packs, kept once per namespace under its id (a hash of its bytes).
@@ -57,6 +60,7 @@ impl Store {
         let tokens: Vec<i32> = rows.iter().map(|(_, p)| p.tokens as i32).collect();
         let requests: Vec<&serde_json::Value> = rows.iter().map(|(_, p)| &p.request).collect();
         let packs: Vec<&[u8]> = rows.iter().map(|(_, p)| p.pack.as_slice()).collect();
+        let layouts: Vec<Option<&[u8]>> = rows.iter().map(|(_, p)| p.layout.as_deref()).collect();
         // Each chunk once per statement (ON CONFLICT cannot see a row the statement itself wrote),
         // in key order: concurrent statements sharing new chunks then wait on each other in the
         // same order and cannot deadlock.
@@ -77,9 +81,9 @@ impl Store {
                  ON CONFLICT DO NOTHING
              )
              INSERT INTO context_packs (id, namespace_id, session_id, task_id, task_state_version, tokenizer, tokens,
-                                        request, pack)
+                                        request, pack, layout)
              SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::int8[], $6::text[], $7::int4[],
-                                  $8::jsonb[], $9::bytea[])
+                                  $8::jsonb[], $9::bytea[], $13::bytea[])
              RETURNING id, created_at",
         )
         .bind(&ids)
@@ -94,6 +98,7 @@ impl Store {
         .bind(&chunk_ns)
         .bind(&chunk_ids)
         .bind(&chunk_bodies)
+        .bind(&layouts)
         .fetch_all(&self.pool)
         .await?;
         let at: std::collections::HashMap<Uuid, DateTime<Utc>> = out.into_iter().collect();
@@ -147,6 +152,7 @@ impl Store {
             pack: r.7,
             chunks: Vec::new(),
             created_at: r.8,
+            layout: None,
         })
     }
 }

@@ -413,11 +413,13 @@ async fn replay(ctx: &Ctx, index: usize, t: Trajectory) -> anyhow::Result<TraceR
             .await
             .with_context(|| format!("{}: pack", t.instance_id))?
             .into_inner();
-        let retrieval = pack.blocks.iter().find(|b| b.kind == "retrieval");
+        // Evidence is in two blocks: the stable one before the tail, this turn's after it.
+        let evidence: Vec<&pb::PackBlock> =
+            pack.blocks.iter().filter(|b| b.kind == "retrieval" || b.kind == "turn_retrieval").collect();
         let o = Outcome {
             kind: n.kind,
             in_pack: pack.text.contains(&n.value),
-            in_retrieval: retrieval.is_some_and(|b| b.text.contains(&n.value)),
+            in_retrieval: evidence.iter().any(|b| b.text.contains(&n.value)),
             in_manifest_text: manifest_text.contains(&n.value),
             recoverable: recovered.iter().any(|e| e.content.contains(&n.value)),
             read_lines: cited.contains(&n.value),
@@ -431,7 +433,7 @@ async fn replay(ctx: &Ctx, index: usize, t: Trajectory) -> anyhow::Result<TraceR
             );
         }
         result.pack_tokens.push(pack.tokens);
-        result.retrieval_tokens.push(retrieval.map_or(0, |b| b.tokens));
+        result.retrieval_tokens.push(evidence.iter().map(|b| b.tokens).sum());
         result.outcomes.push(o);
     }
     Ok(result)
