@@ -291,7 +291,7 @@ impl ContextEngine {
         let layout_key = layout_key(tokenizer, task_id.as_deref(), role, &budgets, &params);
         let layout = ctx.last_layout.as_deref().and_then(|b| read_layout(b, &layout_key));
         let stable_ids: Vec<Uuid> =
-            layout.as_ref().map_or_else(Vec::new, |l| l.stable.iter().map(|(id, _)| *id).collect());
+            layout.as_ref().map_or_else(Vec::new, |l| l.stable.iter().map(|s| s.event_id).collect());
         let (pointed, (standing, system_events), anchored, (searched, vectors_used), stable) = tokio::try_join!(
             self.expand_pointers(namespace_id, &state, &scope),
             // The session's system events (the system block) come in the same round trip.

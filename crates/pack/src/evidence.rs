@@ -11,7 +11,7 @@ use memex_tokens::TokenCounter;
 use uuid::Uuid;
 
 use crate::candidate::{Candidate, ItemType, QuotaGroup};
-use crate::model::{BlockKind, Decision, Exclusion, Layout, Outcome, PackItem, PackRequest};
+use crate::model::{BlockKind, Decision, Exclusion, Layout, Outcome, PackItem, PackRequest, StableItem};
 use crate::pack::{item_of, joined_block};
 use crate::render::{Rendered, render_artifact_match, render_item};
 use crate::score::score_all;
@@ -30,8 +30,8 @@ pub(crate) struct Section {
     parts: Vec<String>,
     /// Decision index of each item, parallel to `items`.
     decision_of: Vec<usize>,
-    /// The token cap each item was rendered under, parallel to `items`.
-    caps: Vec<usize>,
+    /// What each item was rendered from besides its event, parallel to `items`.
+    rendered_as: Vec<StableItem>,
     legend: String,
     /// The token count of `text`, kept by `assemble`.
     pub(crate) tokens: usize,
@@ -46,7 +46,7 @@ impl Section {
             items: Vec::new(),
             parts: Vec::new(),
             decision_of: Vec::new(),
-            caps: Vec::new(),
+            rendered_as: Vec::new(),
             legend: SessionAliases::starting_with(session).legend(),
             tokens: 0,
         }
@@ -68,7 +68,7 @@ impl Section {
     /// Drops the last item, recording why, and re-assembles (with the legend it now needs).
     fn drop_last(&mut self, session: Uuid, decisions: &mut [Decision], counter: &dyn TokenCounter) {
         if let (Some(_), Some(_), Some(d), Some(_)) =
-            (self.items.pop(), self.parts.pop(), self.decision_of.pop(), self.caps.pop())
+            (self.items.pop(), self.parts.pop(), self.decision_of.pop(), self.rendered_as.pop())
         {
             decisions[d].outcome = Outcome::Excluded(Exclusion::OverBudget { remaining: 0 });
         }
@@ -101,8 +101,8 @@ impl Evidence {
         self.stable.items.is_empty() && self.turn.items.is_empty()
     }
 
-    pub(crate) fn stable_layout(&self) -> Vec<(Uuid, usize)> {
-        self.stable.items.iter().zip(&self.stable.caps).map(|(i, c)| (i.event_id, *c)).collect()
+    pub(crate) fn stable_layout(&self) -> Vec<StableItem> {
+        self.stable.rendered_as.clone()
     }
 }
 
@@ -173,7 +173,7 @@ pub(crate) fn evidence(
         let idx: Option<Vec<usize>> = l
             .stable
             .iter()
-            .map(|(id, _)| cands.iter().position(|c| c.event.id == *id).filter(|_| !in_tail.contains(id)))
+            .map(|s| cands.iter().position(|c| c.event.id == s.event_id).filter(|_| !in_tail.contains(&s.event_id)))
             .collect();
         idx.map(|i| (l, i))
     });
@@ -236,12 +236,22 @@ pub(crate) fn evidence(
         let mut packer = Packer::new(&mut ev.stable, req.session_id, stable_budget, counter);
         while at < picked.len() {
             let i = eligible[picked[at]];
-            let c = &cands[i];
+            // A kept item is rendered from what it was rendered from before.
+            let kept_item = kept.as_ref().and_then(|(l, _)| l.stable.get(at).filter(|_| at < first.len()));
+            let again;
+            let c = match kept_item {
+                Some(k) if k.artifact_match != cands[i].artifact_match => {
+                    again = Candidate { artifact_match: k.artifact_match.clone(), ..cands[i].clone() };
+                    &again
+                }
+                _ => &cands[i],
+            };
             let group = ItemType::of(&c.event.kind).quota_group();
-            let cap = match &kept {
-                Some((l, _)) if at < first.len() => l.stable[at].1,
-                Some(_) => break,
-                None => {
+            let cap = match (kept_item, &kept) {
+                (Some(k), _) => k.cap,
+                // Past the kept items: the rest are this turn's.
+                (None, Some(_)) => break,
+                (None, None) => {
                     let quota = (budget as f64 * p.quotas.share(group)) as usize;
                     let quota_left = quota.saturating_sub(group_used.get(&group).copied().unwrap_or(0));
                     let cap = item_cap.min(quota_left);
@@ -354,7 +364,11 @@ impl<'a> Packer<'a> {
         self.section.items.push(pack_item);
         self.section.parts.push(item.text);
         self.section.decision_of.push(i);
-        self.section.caps.push(cap);
+        self.section.rendered_as.push(StableItem {
+            event_id: c.event.id,
+            cap,
+            artifact_match: c.artifact_match.clone(),
+        });
         Some(item.tokens)
     }
 

@@ -28,7 +28,7 @@ pub use candidate::{
 };
 pub use model::{
     BlockKind, Budgets, Decision, Exclusion, Layout, Omission, Outcome, PackBlock, PackError, PackItem, PackParams,
-    PackRequest, Quotas, RetrievalPack, TailEntry,
+    PackRequest, Quotas, RetrievalPack, StableItem, TailEntry,
 };
 pub use pack::build_pack;
 pub use render::render_item;

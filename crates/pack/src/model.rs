@@ -194,6 +194,17 @@ impl TailEntry {
     }
 }
 
+/// An item of the stable evidence and what it was rendered from besides its event.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StableItem {
+    pub event_id: Uuid,
+    /// The token cap it was rendered under.
+    pub cap: usize,
+    /// The part of its artifact it showed (a later search may not match the same chunk).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact_match: Option<crate::candidate::ArtifactMatch>,
+}
+
 /// How a session's last pack was laid out: what the next pack keeps in place so that it starts
 /// with the same bytes, which a provider's prompt cache then serves at a tenth of the price.
 /// Recorded with each pack; the adapter hands the session's last one to the next pack (None when
@@ -202,8 +213,8 @@ impl TailEntry {
 pub struct Layout {
     /// The tail block's oldest entry ([`TailEntry::position`]); None: the tail was empty.
     pub tail_from: Option<(u64, bool)>,
-    /// The stable evidence in block order, each with the token cap it was rendered under.
-    pub stable: Vec<(Uuid, usize)>,
+    /// The stable evidence in block order.
+    pub stable: Vec<StableItem>,
     /// The query terms the stable evidence was excerpted for.
     pub terms: Vec<String>,
 }

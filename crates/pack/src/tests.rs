@@ -354,6 +354,7 @@ fn a_large_output_shows_the_part_of_its_artifact_that_matched() {
         text: "tests/test_io.py::test_roundtrip PASSED\ntests/test_io.py::test_checksum FAILED\nE   AssertionError: checksum mismatch\n".into(),
     });
     let mut req = request(vec![c]);
+    req.tail = vec![TailEntry::Event { event: ev(9, EventKind::AssistantMessage, "Let me look."), view: None }];
     req.user_message = "why did test_checksum fail?".into();
     req.terms = memex_rank::query_terms(&req.user_message);
     let pack = build_pack(&req, &t).expect("pack");
@@ -366,6 +367,16 @@ fn a_large_output_shows_the_part_of_its_artifact_that_matched() {
     let item = pack.items.iter().find(|i| i.seq == 7).expect("item");
     assert_eq!(item.artifact_lines, Some([4411, 4413]));
     assert!(item.excerpt);
+    // Kept as stable evidence, it shows the same lines next turn, though this turn's search did
+    // not match that chunk (its event is a candidate only because the layout keeps it).
+    let mut next = req.clone();
+    next.layout = pack.layout.clone();
+    next.candidates[0].artifact_match = None;
+    next.candidates[0].sources = Sources::default();
+    next.user_message = "and what else?".into();
+    let again = build_pack(&next, &t).expect("pack");
+    assert!(again.text.contains("a4412: tests/test_io.py::test_checksum FAILED"), "{}", again.text);
+    assert_eq!(again.items.iter().find(|i| i.seq == 7).and_then(|i| i.artifact_lines), Some([4411, 4413]));
 }
 
 /// An agent loop: each turn appends an event and asks something new. While the tail stays
