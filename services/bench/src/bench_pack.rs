@@ -11,6 +11,8 @@ use anyhow::Context;
 use memex_proto::v1 as pb;
 use serde_json::json;
 
+use super::bench_pack_loop::{QUERIES, turn_requests};
+use super::pack_prefix::{PrefixMeter, PrefixStats};
 use super::traces::{TraceEvent, read_trajectories};
 use memex_client::Conn;
 use memex_server::flags::ConfigArgs;
@@ -55,6 +57,15 @@ pub struct PackArgs {
     /// events to index). Latency is then the turn's: append and pack.
     #[arg(long)]
     pub append: bool,
+    /// With --append: each run makes new sessions, one per worker, in the corpus namespace, each
+    /// seeded (before the warm-up, unmeasured) with the same real events, so that every run starts
+    /// from the same session lengths and runs are comparable. Implies one session per worker.
+    #[arg(long)]
+    pub fresh_sessions: bool,
+    /// With --fresh-sessions: the events each new session is seeded with, the first N of a real
+    /// trajectory at least N long [default: 200].
+    #[arg(long, value_name = "N")]
+    pub seed_events: Option<usize>,
     /// Spread the requests at random over this many sessions of the corpus, as a fleet does (0:
     /// each worker asks about one session of its own, every pack after its first warm).
     #[arg(long, default_value_t = 1000)]
@@ -74,63 +85,8 @@ pub struct PackArgs {
     pub config: ConfigArgs,
 }
 
-const QUERIES: &[&str] = &[
-    "What did the last test run print?",
-    "Which files have we edited so far, and why?",
-    "What error did we hit when importing the module?",
-    "What was the traceback of the failing reproduction script?",
-    "Which function did we decide to change?",
-    "What does the issue ask us to fix?",
-    "What did grep find for the function name?",
-    "Did the patch apply cleanly?",
-];
-
-/// Each turn's question, made unique by a reference no event contains: an agent never asks the
-/// same thing of the same state twice, so no pack may come out of a cache of whole packs' texts.
-fn user_message(question: &str) -> String {
-    static TURNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = TURNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    // splitmix64: distinct turns, distinct references.
-    let mut z = n.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    format!("{question} (ref q{:016x})", z ^ (z >> 31))
-}
-
-/// One agent turn on `session`: the event the agent appends first (when `append`), then its
-/// BuildPack request asking question `q` of [`QUERIES`]. `k` numbers the asker's turns.
-pub(crate) fn turn_requests(
-    namespace: &str,
-    session: String,
-    q: usize,
-    k: u32,
-    retrieval: u32,
-    view: i32,
-    append: bool,
-) -> (Option<pb::AppendEventsRequest>, pb::BuildPackRequest) {
-    let question = QUERIES[q % QUERIES.len()];
-    let event = append.then(|| pb::AppendEventsRequest {
-        namespace: namespace.to_owned(),
-        session_id: session.clone(),
-        events: vec![pb::EventInput {
-            kind: "assistant_message".into(),
-            content: format!("Turn {k}: next I will look into {question}"),
-            ..Default::default()
-        }],
-        ..Default::default()
-    });
-    let pack = pb::BuildPackRequest {
-        namespace: namespace.to_owned(),
-        session_id: session,
-        user_message: user_message(question),
-        budgets: Some(pb::Budgets { retrieval: Some(retrieval), ..Default::default() }),
-        view,
-        ..Default::default()
-    };
-    (event, pack)
-}
-
 pub async fn run(args: PackArgs) -> anyhow::Result<()> {
+    super::bench_pack_loop::check_args(args.append, args.fresh_sessions, args.seed_events)?;
     let namespace = match (&args.namespace, args.fresh) {
         (Some(n), _) => n.clone(),
         (None, false) => format!("bench-pack-{}", args.events),
@@ -138,23 +94,31 @@ pub async fn run(args: PackArgs) -> anyhow::Result<()> {
     };
     let (mut conn, mut server, store) = super::bench::start_server_in(&args.config, Some(&namespace)).await?;
     let sessions = ensure_corpus(&args, &conn, &store).await?;
+    let config = args.config.load()?;
+    let model = memex_server::search::embedder(&config.embedding)?.map(|e| e.info().clone());
+    let fast = memex_server::search::fast_tier(&config.embedding)?.map(|e| e.info().clone());
     let wanted = if args.sessions == 0 { args.workers } else { args.sessions };
-    anyhow::ensure!(
-        sessions.len() >= wanted,
-        "the corpus has {} sessions, fewer than asked for ({wanted})",
-        sessions.len()
-    );
-    let sessions = Arc::new(sessions[..wanted].to_vec());
-    let embedding = args.config.load()?.embedding;
-    let model = memex_server::search::embedder(&embedding)?.map(|e| e.info().clone());
-    let fast = memex_server::search::fast_tier(&embedding)?.map(|e| e.info().clone());
+    let sessions = if args.fresh_sessions {
+        let backlogs = super::bench_pack_loop::backlogs(model.as_ref(), fast.as_ref(), config.memory.enabled);
+        super::bench_pack_loop::fresh_sessions(&args, &conn, &store, &backlogs).await?
+    } else {
+        anyhow::ensure!(
+            sessions.len() >= wanted,
+            "the corpus has {} sessions, fewer than asked for ({wanted})",
+            sessions.len()
+        );
+        sessions[..wanted].to_vec()
+    };
+    let sessions = Arc::new(sessions);
     println!(
         "pack: {} workers x {} packs/s = {} packs/s over {} events (namespace {namespace}), {}; sources: {}",
         args.workers,
         args.rate,
         args.workers as f64 * args.rate,
         args.events,
-        if args.sessions == 0 {
+        if args.fresh_sessions {
+            "one fresh session per worker".to_owned()
+        } else if args.sessions == 0 {
             "one session per worker".to_owned()
         } else {
             format!("each request at a random one of {} sessions", sessions.len())
@@ -166,32 +130,44 @@ pub async fn run(args: PackArgs) -> anyhow::Result<()> {
     }
     let lag_at_start = embedding_lag(&store, &conn.namespace, model.as_ref()).await?;
     let fast_lag_at_start = embedding_lag(&store, &conn.namespace, fast.as_ref()).await?;
+    let memory_lag = async |ns: &str| match config.memory.enabled {
+        true => super::bench_pack_loop::memory_lag(&store, ns).await.map(Some),
+        false => anyhow::Ok(None),
+    };
+    let memory_lag_at_start = memory_lag(&conn.namespace).await?;
     let mut cold = None;
     if args.cold_seconds > 0.0 {
         // A new server over the same database: this replica's caches are empty, as after a restart.
         server.stop().await;
         (conn, server, _) = super::bench::start_server_in(&args.config, Some(&namespace)).await?;
-        let c = phase(&args, &conn, &sessions, args.rate, args.cold_seconds).await?;
+        let c = phase(&args, &conn, &sessions, args.rate, args.cold_seconds, false).await?;
         println!(
             "  cold (first {:.0} s after a server start): {}",
             args.cold_seconds,
-            c.line(args.workers as f64 * args.rate)
+            c.line(args.workers as f64 * args.rate, args.append)
         );
         cold = Some(c);
     }
     // Warm-up (caches, connections), not measured.
-    phase(&args, &conn, &sessions, args.rate, args.warmup).await?;
+    phase(&args, &conn, &sessions, args.rate, args.warmup, false).await?;
     let (packs_before, phases_before) = memex_context::pack_phase_totals();
-    let main = phase(&args, &conn, &sessions, args.rate, args.seconds).await?;
+    let main = phase(&args, &conn, &sessions, args.rate, args.seconds, true).await?;
     let (packs_after, phases_after) = memex_context::pack_phase_totals();
-    println!("  warm: {}", main.line(args.workers as f64 * args.rate));
+    println!("  warm: {}", main.line(args.workers as f64 * args.rate, args.append));
+    if let Some(p) = &main.prefix {
+        println!("{}", p.lines());
+    }
     let lag_at_end = embedding_lag(&store, &conn.namespace, model.as_ref()).await?;
     let fast_lag_at_end = embedding_lag(&store, &conn.namespace, fast.as_ref()).await?;
+    let memory_lag_at_end = memory_lag(&conn.namespace).await?;
     if let (Some(start), Some(end)) = (lag_at_start, lag_at_end) {
         println!("  embedding lag, the model (events without a vector): {start} at start, {end} at the end");
     }
     if let (Some(start), Some(end)) = (fast_lag_at_start, fast_lag_at_end) {
         println!("  embedding lag, the fast tier: {start} at start, {end} at the end");
+    }
+    if let (Some(start), Some(end)) = (memory_lag_at_start, memory_lag_at_end) {
+        println!("  memory lag (events the memory worker has not read): {start} at start, {end} at the end");
     }
     let _ = server;
     let packs = (packs_after - packs_before).max(1);
@@ -210,8 +186,8 @@ pub async fn run(args: PackArgs) -> anyhow::Result<()> {
         let mut passed = (main.p99_ms > 100.0).then_some(args.workers as f64 * args.rate);
         for _ in 0..if passed.is_some() { 0 } else { 10 } {
             rate *= 1.5;
-            let r = phase(&args, &conn, &sessions, rate, args.step_seconds).await?;
-            println!("  saturation step: {}", r.line(args.workers as f64 * rate));
+            let r = phase(&args, &conn, &sessions, rate, args.step_seconds, false).await?;
+            println!("  saturation step: {}", r.line(args.workers as f64 * rate, args.append));
             let over = r.p99_ms > 100.0;
             steps.push(json!({"offered_per_sec": round(args.workers as f64 * rate), "achieved_per_sec": round(r.achieved), "p50_ms": round(r.p50_ms), "p99_ms": round(r.p99_ms), "errors": r.errors}));
             if over {
@@ -229,7 +205,8 @@ pub async fn run(args: PackArgs) -> anyhow::Result<()> {
         "bench": "pack",
         "workers": args.workers, "rate_per_worker": args.rate, "offered_per_sec": args.workers as f64 * args.rate,
         "events": args.events, "seconds": args.seconds, "retrieval_budget": args.retrieval, "full_view": args.full_view, "append": args.append,
-        "sessions": sessions.len(), "fresh": args.fresh,
+        "sessions": sessions.len(), "fresh": args.fresh, "fresh_sessions": args.fresh_sessions,
+        "seed_events": args.fresh_sessions.then(|| args.seed_events.unwrap_or(super::bench_pack_loop::DEFAULT_SEED_EVENTS)),
         "packs": main.count, "errors": main.errors, "refused": main.refused, "achieved_per_sec": round(main.achieved),
         "p50_ms": round(main.p50_ms), "p90_ms": round(main.p90_ms), "p99_ms": round(main.p99_ms), "max_ms": round(main.max_ms),
         "with_vectors_pct": round(main.vectors_pct()),
@@ -237,7 +214,9 @@ pub async fn run(args: PackArgs) -> anyhow::Result<()> {
         "cold": cold.as_ref().map(|c| json!({"seconds": args.cold_seconds, "packs": c.count, "errors": c.errors, "refused": c.refused, "achieved_per_sec": round(c.achieved), "p50_ms": round(c.p50_ms), "p99_ms": round(c.p99_ms), "max_ms": round(c.max_ms), "with_vectors_pct": round(c.vectors_pct())})),
         "embedding_lag": {"start": lag_at_start, "end": lag_at_end},
         "fast_tier_lag": {"start": fast_lag_at_start, "end": fast_lag_at_end},
+        "memory_lag": {"start": memory_lag_at_start, "end": memory_lag_at_end},
         "phases_ms": breakdown,
+        "shared_prefix": main.prefix.as_ref().map(PrefixStats::json),
         "saturation": saturation,
     });
     println!("{summary}");
@@ -273,6 +252,8 @@ struct PhaseResult {
     /// CPU time per pack (ms): the whole machine's (server, Postgres, this client) and this
     /// process's (server and client); None where /proc is not there.
     cpu: Option<(f64, f64)>,
+    /// The shared prefix of consecutive turns, when measured.
+    prefix: Option<PrefixStats>,
 }
 
 impl PhaseResult {
@@ -280,13 +261,15 @@ impl PhaseResult {
         100.0 * self.with_vectors as f64 / self.count.max(1) as f64
     }
 
-    fn line(&self, offered: f64) -> String {
+    /// The phase in a line; `turns`: in an agent loop, where a turn is an append and a pack.
+    fn line(&self, offered: f64, turns: bool) -> String {
+        let unit = if turns { "turn" } else { "pack" };
         let cpu = match self.cpu {
-            Some((machine, process)) => format!("; CPU per pack {machine:.2} ms (this process {process:.2} ms)"),
+            Some((machine, process)) => format!("; CPU per {unit} {machine:.2} ms (this process {process:.2} ms)"),
             None => String::new(),
         };
         format!(
-            "{} packs ({} errors, {} refused), offered {offered:.0}/s, achieved {:.0}/s; latency p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms; {:.1}% with vectors{cpu}",
+            "{} {unit}s ({} errors, {} refused), offered {offered:.0}/s, achieved {:.0}/s; latency p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms; {:.1}% with vectors{cpu}",
             self.count,
             self.errors,
             self.refused,
@@ -315,13 +298,15 @@ fn cpu_seconds() -> Option<(f64, f64)> {
     Some((busy / TICKS, (utime + stime) / TICKS))
 }
 
-/// One open-loop phase at `rate` packs/s per worker for `seconds`.
+/// One open-loop phase at `rate` packs/s per worker for `seconds`; with `measure`, the shared
+/// prefix of consecutive turns too, when each worker has a session of its own.
 async fn phase(
     args: &PackArgs,
     conn: &Conn,
     sessions: &Arc<Vec<String>>,
     rate: f64,
     seconds: f64,
+    measure: bool,
 ) -> anyhow::Result<PhaseResult> {
     let hist = Arc::new(Mutex::new(hdrhistogram::Histogram::<u64>::new_with_bounds(1, 120_000_000, 3)?));
     let errors = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -329,7 +314,8 @@ async fn phase(
     let with_vectors = Arc::new(std::sync::atomic::AtomicU64::new(0));
     // (second sent in, latency in µs) of every answered pack, for --timeline.
     let timeline: Arc<Mutex<Vec<(u32, u64)>>> = Arc::default();
-    let spread = args.sessions > 0;
+    let spread = args.sessions > 0 && !args.fresh_sessions;
+    let meter = (measure && !spread).then(|| PrefixMeter::start(args.workers).map(Arc::new)).transpose()?;
     // A few HTTP/2 connections shared by the workers, as agents behind a few gateways would.
     let mut clients = Vec::new();
     for _ in 0..8 {
@@ -347,7 +333,8 @@ async fn phase(
     for w in 0..args.workers {
         let mut client = clients[w % clients.len()].clone();
         let (hist, errors, sessions) = (hist.clone(), errors.clone(), sessions.clone());
-        let (refused, with_vectors, timeline) = (refused.clone(), with_vectors.clone(), timeline.clone());
+        let (refused, with_vectors, timeline, meter) =
+            (refused.clone(), with_vectors.clone(), timeline.clone(), meter.clone());
         let (ns, retrieval) = (conn.namespace.clone(), args.retrieval);
         let view = if args.full_view { pb::PackView::Full } else { pb::PackView::Basic } as i32;
         let args_append = args.append;
@@ -377,7 +364,7 @@ async fn phase(
                     turn_requests(&ns, session, (w + k as usize) % QUERIES.len(), k, retrieval, view, args_append);
                 let ((mut c, mut e), hist, errors) = (client.clone(), hist.clone(), errors.clone());
                 let (refused, with_vectors) = (refused.clone(), with_vectors.clone());
-                let timeline = args_timeline.then(|| timeline.clone());
+                let (timeline, meter, k_turn) = (args_timeline.then(|| timeline.clone()), meter.clone(), k);
                 inflight.push(tokio::spawn(async move {
                     let turn = async {
                         if let Some(a) = append {
@@ -396,6 +383,9 @@ async fn phase(
                             }
                             if let Some(Ok(mut t)) = timeline.as_ref().map(|t| t.lock()) {
                                 t.push((scheduled.saturating_duration_since(start).as_secs() as u32, us));
+                            }
+                            if let Some(m) = meter {
+                                m.observe(w, k_turn, p.into_inner()).await;
                             }
                         }
                         Err(e) => {
@@ -420,10 +410,17 @@ async fn phase(
         w.await?;
     }
     let elapsed = start.elapsed().as_secs_f64().max(seconds);
+    // The meter's counting thread is this process's, not the server's: its CPU is left out.
+    let (prefix, meter_cpu) = match &meter {
+        Some(m) => m.finish().await.map(|(stats, cpu)| (Some(stats), cpu.unwrap_or(0.0)))?,
+        None => (None, 0.0),
+    };
     let h = hist.lock().map_err(|_| anyhow::anyhow!("histogram lock poisoned"))?;
     let packs = h.len().max(1) as f64;
     let cpu = match (cpu_before, cpu_seconds()) {
-        (Some((m0, p0)), Some((m1, p1))) => Some(((m1 - m0) * 1000.0 / packs, (p1 - p0) * 1000.0 / packs)),
+        (Some((m0, p0)), Some((m1, p1))) => {
+            Some(((m1 - m0 - meter_cpu) * 1000.0 / packs, (p1 - p0 - meter_cpu) * 1000.0 / packs))
+        }
         _ => None,
     };
     let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
@@ -443,6 +440,7 @@ async fn phase(
         p99_ms: ms(0.99),
         max_ms: h.max() as f64 / 1000.0,
         cpu,
+        prefix,
     })
 }
 
@@ -490,7 +488,7 @@ pub(crate) async fn corpus_sessions(
 }
 
 /// Events of the namespace without a vector of the configured model (None without a model).
-async fn embedding_lag(
+pub(crate) async fn embedding_lag(
     store: &memex_store::Store,
     namespace: &str,
     model: Option<&memex_embed::ModelInfo>,
@@ -552,15 +550,7 @@ async fn build_corpus(target: u64, traces: &std::path::Path, conn: &Conn, mut ha
                         .await?
                         .into_inner()
                         .id;
-                    let goal = t
-                        .events
-                        .iter()
-                        .find(|e| e.kind == "user_message")
-                        .and_then(|e| e.content.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with('<')))
-                        .unwrap_or("resolve the issue")
-                        .chars()
-                        .take(300)
-                        .collect::<String>();
+                    let goal = super::bench_pack_loop::task_goal(t);
                     tasks
                         .update_task_state(pb::UpdateTaskStateRequest {
                             namespace: ns.clone(),

@@ -495,7 +495,7 @@ impl Load {
             rng ^= rng >> 7;
             rng ^= rng << 17;
             let session = self.sessions[(rng % self.sessions.len() as u64) as usize].clone();
-            let (append, pack) = super::bench_pack::turn_requests(
+            let (append, pack) = super::bench_pack_loop::turn_requests(
                 &self.namespace,
                 session,
                 k as usize,
