@@ -18,6 +18,9 @@ use crate::score::score_all;
 
 const STABLE_HEADER: &str =
     "## retrieved evidence (read-only memory from the lossless store; follow a pointer to expand)\n";
+/// The least cap a freshly laid-out stable item is rendered under: below it, what is left of
+/// the stable section goes to this turn's evidence instead.
+const MIN_STABLE_ITEM: usize = 96;
 const TURN_HEADER: &str = "## retrieved for this turn (read-only memory from the lossless store)\n";
 
 /// One section of evidence under construction.
@@ -251,11 +254,13 @@ pub(crate) fn evidence(
                 (Some(k), _) => k.cap,
                 // Past the kept items: the rest are this turn's.
                 (None, Some(_)) => break,
+                // Laid out afresh: the first picks, each under the cap it would have anyway, the
+                // last one cut to what the section has left.
                 (None, None) => {
                     let quota = (budget as f64 * p.quotas.share(group)) as usize;
                     let quota_left = quota.saturating_sub(group_used.get(&group).copied().unwrap_or(0));
-                    let cap = item_cap.min(quota_left);
-                    if cap == 0 || cap > packer.remaining_for(c.event.session_id) {
+                    let cap = item_cap.min(quota_left).min(packer.remaining_for(c.event.session_id));
+                    if cap < MIN_STABLE_ITEM.min(item_cap) {
                         break;
                     }
                     cap

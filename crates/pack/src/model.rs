@@ -160,7 +160,7 @@ impl Default for PackParams {
             quotas: Quotas::default(),
             half_life_ms: 6.0 * 3600.0 * 1000.0,
             weights: BaseWeights::default(),
-            stable_share: 0.5,
+            stable_share: 0.6,
             tail_refill: 0.6,
         }
     }
