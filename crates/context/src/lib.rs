@@ -24,9 +24,11 @@
 mod erase;
 mod error;
 mod events;
+mod layout;
 mod pack;
 mod planning;
 mod recent;
+mod scan;
 pub mod seams;
 mod stats;
 mod stored;
@@ -294,7 +296,7 @@ impl ContextEngine {
     /// own BM25 scan of the scope's newest events) unless it is turned off.
     pub fn source_names(&self) -> Vec<&'static str> {
         if self.sources.is_empty() && self.cfg.scan_events > 0 {
-            return vec![pack::STORE_SCAN];
+            return vec![scan::STORE_SCAN];
         }
         self.sources.iter().map(|s| s.name()).collect()
     }

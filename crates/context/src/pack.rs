@@ -6,16 +6,17 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use memex_event::{ArtifactId, EventKind, FieldError, NamespaceId, Seq, SessionId};
 use memex_pack::{
-    AgentRole, ArtifactMatch, BlockKind, Budgets, Candidate, Layout, PackError, PackParams, PackRequest, Relation,
-    RetrievalPack, Sources, TailEntry, TaskContext, build_pack,
+    AgentRole, ArtifactMatch, BlockKind, Budgets, Candidate, PackError, PackRequest, Relation, RetrievalPack, Sources,
+    TailEntry, TaskContext, build_pack,
 };
 use memex_pointer::{ContextEvent, ViewBlock};
-use memex_rank::{Bm25Doc, Bm25Params, TermCounts, bm25, query_terms};
+use memex_rank::query_terms;
 use memex_store::{Event, PackChunk, PackRow, SeqRange as StoreSeqRange, StoreError};
 use memex_task::{KeyPointer, TaskState};
 use memex_tokens::Tokenizer;
 use uuid::Uuid;
 
+use crate::layout::{layout_key, read_layout, write_layout};
 use crate::recent::{TailPages, reaches_start};
 use crate::seams::SearchQuery;
 use crate::stats::PhaseClock;
@@ -30,14 +31,6 @@ const TAIL_PAGE: u32 = 48;
 
 /// Newest system events of the session read for the system block.
 const SYSTEM_EVENTS: u32 = 50;
-
-/// The name of the store's own lexical scan, the search of packs when no source is plugged in.
-pub(crate) const STORE_SCAN: &str = "store-scan";
-
-/// Preceding events of the same session whose text is a scanned event's context.
-const SCAN_CONTEXT_EVENTS: usize = 2;
-/// Bytes of an event's text the scan counts (events keep at most an 8 KiB excerpt of a tool output).
-const MAX_SCAN_BYTES: usize = 16 * 1024;
 
 /// A BuildPack request.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -104,36 +97,6 @@ fn pack_error(e: PackError) -> ContextError {
         Some((field, message)) => ContextError::Invalid(FieldError::new(field, message)),
         None => ContextError::invalid("budgets", text),
     }
-}
-
-/// A pack's layout as recorded beside it, with what it is valid for.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct LayoutRecord {
-    key: String,
-    layout: Layout,
-}
-
-/// What a layout is valid for: packs of another tokenizer, task, role or budgets lay out afresh.
-fn layout_key(tokenizer: Tokenizer, task: Option<&str>, role: AgentRole, b: &Budgets, p: &PackParams) -> String {
-    format!(
-        "1|{}|{}|{role:?}|{}|{}|{}|{}",
-        tokenizer.name(),
-        task.unwrap_or(""),
-        b.tail,
-        b.retrieval,
-        p.stable_share,
-        p.tail_refill
-    )
-}
-
-/// The recorded layout, if it is for `key`. One that does not parse (a later format) is
-/// ignored: the pack is laid out afresh, never refused.
-fn read_layout(bytes: &[u8], key: &str) -> Option<Layout> {
-    serde_json::from_slice::<LayoutRecord>(bytes).ok().filter(|r| r.key == key).map(|r| r.layout)
-}
-
-fn write_layout(key: &str, layout: &Layout) -> Option<Vec<u8>> {
-    serde_json::to_vec(&LayoutRecord { key: key.to_owned(), layout: layout.clone() }).ok()
 }
 
 /// Accumulates candidates by event id, merging what several sources said.
@@ -519,75 +482,6 @@ impl ContextEngine {
             out.extend(found.hits.into_iter().zip(events));
         }
         Ok((out, vectors_used))
-    }
-
-    /// The store scan: the newest `scan_events` events of each session in scope, scored by BM25
-    /// on their own words and the words of the two events before them (`memex_pack::bm25_scan`).
-    /// Events never change, so their word counts are kept: a scan reads only (id, seq, kind) of
-    /// the session, the content of events it has not counted yet, and the events it returns.
-    async fn scan(&self, namespace_id: Uuid, q: &SearchQuery) -> Result<Vec<(crate::seams::SearchHit, Arc<Event>)>> {
-        let n = self.cfg.scan_events;
-        if n == 0 || q.terms.is_empty() || q.limit == 0 {
-            return Ok(Vec::new());
-        }
-        let reads = q.sessions.iter().map(|s| self.store.event_keys_newest_first(namespace_id, *s, n));
-        let sessions = futures::future::try_join_all(reads).await?;
-        let mut keys: Vec<(Uuid, bool)> = Vec::new();
-        let mut contexts: Vec<std::ops::Range<usize>> = Vec::new();
-        for session in sessions {
-            let start = keys.len();
-            for (i, (id, _, kind)) in session.into_iter().rev().enumerate() {
-                contexts.push(start + i.saturating_sub(SCAN_CONTEXT_EVENTS)..start + i);
-                keys.push((id, kind != "system"));
-            }
-        }
-        let mut counted: HashMap<Uuid, Arc<TermCounts>> = HashMap::with_capacity(keys.len());
-        let mut missing: Vec<Uuid> = Vec::new();
-        for (id, _) in &keys {
-            match self.words.get(id) {
-                Some(w) => {
-                    counted.insert(*id, w);
-                }
-                None => missing.push(*id),
-            }
-        }
-        for chunk in missing.chunks(500) {
-            for e in self.store.events_by_ids(namespace_id, chunk).await? {
-                let w = Arc::new(TermCounts::of_prefix(&e.content, MAX_SCAN_BYTES));
-                self.words.insert(e.id, w.clone());
-                counted.insert(e.id, w);
-            }
-        }
-        let empty = TermCounts::default();
-        let words: Vec<&TermCounts> =
-            keys.iter().map(|(id, _)| counted.get(id).map_or(&empty, |w| w.as_ref())).collect();
-        let docs: Vec<Bm25Doc<'_>> =
-            words.iter().zip(&contexts).map(|(w, r)| Bm25Doc { own: w, context: &words[r.clone()] }).collect();
-        // The query's terms are the index's: a pack scans as the index would search.
-        let hits: Vec<(usize, f32)> = bm25(&docs, &q.terms, Bm25Params::default(), q.limit.saturating_mul(2))
-            .into_iter()
-            .filter(|(i, _)| keys[*i].1)
-            .take(q.limit)
-            .collect();
-        let ids: Vec<Uuid> = hits.iter().map(|(i, _)| keys[*i].0).collect();
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let events = self.events_by_ids(namespace_id, &ids).await?;
-        Ok(hits
-            .into_iter()
-            .zip(events)
-            .map(|((_, score), e)| {
-                let hit = crate::seams::SearchHit {
-                    event_id: e.id,
-                    lexical: Some(score),
-                    vector: None,
-                    embedding: None,
-                    artifact_match: None,
-                };
-                (hit, e)
-            })
-            .collect())
     }
 
     /// Turns gathered events into candidates: task, supersession, premises, full-view blocks.
