@@ -16,7 +16,7 @@ use serde_json::json;
 use tokio::sync::Semaphore;
 
 use super::baselines::{Narrative, Truncation};
-use super::traces::{Rng, TraceEvent, Trajectory, read_trajectories};
+use super::traces::{Rng, TraceEvent, Trajectory, read_trajectories, task_goal};
 use memex_client::{Authed, Clients};
 use memex_server::flags::ConfigArgs;
 
@@ -264,14 +264,7 @@ async fn replay(ctx: &Ctx, index: usize, t: Trajectory) -> anyhow::Result<TraceR
         .await?
         .into_inner()
         .id;
-    let goal = events
-        .iter()
-        .find(|e| e.kind == "user_message")
-        .and_then(|e| e.content.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with('<')))
-        .unwrap_or("resolve the issue")
-        .chars()
-        .take(300)
-        .collect::<String>();
+    let goal = task_goal(&events);
     let mut tasks = ctx.tasks.clone();
     tasks
         .update_task_state(pb::UpdateTaskStateRequest {

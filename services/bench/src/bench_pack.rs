@@ -550,7 +550,7 @@ async fn build_corpus(target: u64, traces: &std::path::Path, conn: &Conn, mut ha
                         .await?
                         .into_inner()
                         .id;
-                    let goal = super::bench_pack_loop::task_goal(t);
+                    let goal = super::traces::task_goal(&t.events);
                     tasks
                         .update_task_state(pb::UpdateTaskStateRequest {
                             namespace: ns.clone(),

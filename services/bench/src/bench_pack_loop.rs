@@ -13,7 +13,7 @@ use memex_client::Conn;
 use memex_proto::v1 as pb;
 
 use super::bench_pack::PackArgs;
-use super::traces::{TraceEvent, Trajectory, read_trajectories};
+use super::traces::{TraceEvent, read_trajectories, task_goal};
 
 /// The questions of the agent turns, taken in turn.
 pub(crate) const QUERIES: &[&str] = &[
@@ -94,18 +94,6 @@ pub(crate) fn check_args(append: bool, fresh_sessions: bool, seed_events: Option
         "--seed-events applies with --fresh-sessions only (how many real events each new session starts with)"
     );
     Ok(())
-}
-
-/// The goal of a trajectory's task: the first line of its first user message that is not markup.
-pub(crate) fn task_goal(t: &Trajectory) -> String {
-    t.events
-        .iter()
-        .find(|e| e.kind == "user_message")
-        .and_then(|e| e.content.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with('<')))
-        .unwrap_or("resolve the issue")
-        .chars()
-        .take(300)
-        .collect()
 }
 
 /// Which trajectory (an index into `lengths`, their event counts) each of `workers` fresh
@@ -209,7 +197,7 @@ pub(crate) async fn fresh_sessions(
                 namespace: conn.namespace.clone(),
                 task_id: id,
                 state: Some(pb::TaskState {
-                    goals: vec![task_goal(t)],
+                    goals: vec![task_goal(&t.events)],
                     phase: pb::Phase::Execution as i32,
                     ..Default::default()
                 }),
@@ -289,18 +277,5 @@ mod tests {
         assert!(e.contains("--fresh-sessions") && e.contains("--append"), "{e}");
         let e = check_args(true, false, Some(10)).expect_err("needs --fresh-sessions").to_string();
         assert!(e.contains("--seed-events") && e.contains("--fresh-sessions"), "{e}");
-    }
-
-    #[test]
-    fn task_goals_skip_markup() {
-        let t = Trajectory {
-            instance_id: "x".into(),
-            events: vec![
-                TraceEvent::new("system", "you are an agent"),
-                TraceEvent::new("user_message", "<pr_description>\n\n  Fix the parser on empty input\nmore"),
-            ],
-        };
-        assert_eq!(task_goal(&t), "Fix the parser on empty input");
-        assert_eq!(task_goal(&Trajectory { instance_id: "y".into(), events: vec![] }), "resolve the issue");
     }
 }

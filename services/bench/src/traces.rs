@@ -76,6 +76,18 @@ impl Trajectory {
     }
 }
 
+/// The goal of a trajectory's task: the first line of its first user message that is not markup.
+pub fn task_goal(events: &[TraceEvent]) -> String {
+    events
+        .iter()
+        .find(|e| e.kind == "user_message")
+        .and_then(|e| e.content.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with('<')))
+        .unwrap_or("resolve the issue")
+        .chars()
+        .take(300)
+        .collect()
+}
+
 /// The trajectories file: `path` itself, or the known file inside the folder `path`.
 pub fn trajectories_file(path: &Path) -> PathBuf {
     if path.is_dir() { path.join(TRAJECTORIES) } else { path.to_owned() }
@@ -219,6 +231,16 @@ mod tests {
         assert_eq!(t.events[2].content, "THOUGHT: look around.");
         assert_eq!(t.events[4].tool_call_id.as_deref(), Some("call_1"));
         assert_eq!(t.steps().len(), 3);
+    }
+
+    #[test]
+    fn task_goals_skip_markup() {
+        let events = vec![
+            TraceEvent::new("system", "you are an agent"),
+            TraceEvent::new("user_message", "<pr_description>\n\n  Fix the parser on empty input\nmore"),
+        ];
+        assert_eq!(task_goal(&events), "Fix the parser on empty input");
+        assert_eq!(task_goal(&[]), "resolve the issue");
     }
 
     #[test]
