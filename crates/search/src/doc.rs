@@ -98,12 +98,22 @@ pub(crate) fn event_docs(
 }
 
 /// FNV-1a over the document's identity: stable across builds and machines.
-pub(crate) fn doc_key(event_id: &uuid::Uuid, source: &str, chunk: u32) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in event_id.as_bytes().iter().chain(source.as_bytes()).chain(&chunk.to_le_bytes()) {
+fn doc_key(event_id: &uuid::Uuid, source: &str, chunk: u32) -> u64 {
+    fnv(fnv(0xcbf2_9ce4_8422_2325, event_id.as_bytes().iter().chain(source.as_bytes())), &chunk.to_le_bytes())
+}
+
+fn fnv<'a>(mut h: u64, bytes: impl IntoIterator<Item = &'a u8>) -> u64 {
+    for b in bytes {
         h = (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);
     }
     h
+}
+
+/// Whether `key` is the document key of one of the event's own first `chunks` chunks (not of its
+/// artifact's): the identity's common prefix is hashed once.
+pub(crate) fn is_event_chunk_key(event_id: &uuid::Uuid, key: u64, chunks: u32) -> bool {
+    let prefix = fnv(0xcbf2_9ce4_8422_2325, event_id.as_bytes().iter().chain(b"event"));
+    (0..chunks).any(|i| fnv(prefix, &i.to_le_bytes()) == key)
 }
 
 #[cfg(test)]
@@ -131,6 +141,18 @@ mod tests {
             metadata: None,
             task_state_version: None,
         }
+    }
+
+    #[test]
+    fn document_keys_are_stable_and_tell_event_chunks_from_artifact_chunks() {
+        // Keys are stored in indexes: the same identity gives the same key on every build.
+        let id = Uuid::from_u128(0x0123_4567_89ab_cdef_0011_2233_4455_6677);
+        assert_eq!(doc_key(&id, "artifact", 3), 0xb57b_ef24_3d05_6928);
+        assert!(is_event_chunk_key(&id, doc_key(&id, "event", 0), 64));
+        assert!(is_event_chunk_key(&id, doc_key(&id, "event", 63), 64));
+        assert!(!is_event_chunk_key(&id, doc_key(&id, "event", 64), 64));
+        assert!(!is_event_chunk_key(&id, doc_key(&id, "artifact", 0), 64));
+        assert!(!is_event_chunk_key(&Uuid::from_u128(1), doc_key(&id, "event", 0), 64));
     }
 
     #[test]

@@ -674,7 +674,7 @@ fn artifact_chunks(r: &Ranking) -> Result<HashMap<Uuid, ArtifactChunk>, IndexErr
     let mut out = HashMap::new();
     for e in &r.ranked {
         let Some(c) = r.best_chunk.get(&e.event_id) else { continue };
-        if (0..EVENT_CHUNKS_KNOWN).any(|i| crate::doc::doc_key(&e.event_id, "event", i) == c.doc_key) {
+        if crate::doc::is_event_chunk_key(&e.event_id, c.doc_key, EVENT_CHUNKS_KNOWN) {
             continue;
         }
         let stored = r.idx.stored(&r.searcher, c.addr)?;
