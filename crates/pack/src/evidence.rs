@@ -88,6 +88,8 @@ pub(crate) struct Evidence {
     pub(crate) terms: Vec<String>,
     /// The stable section's budget.
     pub(crate) stable_budget: usize,
+    /// The retrieval budget both sections share.
+    budget: usize,
 }
 
 impl Evidence {
@@ -98,6 +100,11 @@ impl Evidence {
         } else {
             self.turn.drop_last(session, decisions, counter);
         }
+    }
+
+    /// This turn's section's budget: what the stable section (and its separator) left.
+    pub(crate) fn turn_budget(&self) -> usize {
+        self.budget.saturating_sub(self.stable.tokens + usize::from(self.stable.tokens > 0))
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -229,6 +236,7 @@ pub(crate) fn evidence(
         turn: Section::new(TURN_HEADER, BlockKind::TurnRetrieval, req.session_id),
         terms: kept.as_ref().map_or_else(|| req.terms.clone(), |(l, _)| l.terms.clone()),
         stable_budget,
+        budget,
     };
     let stable_terms = ev.terms.clone();
     let mut group_used: BTreeMap<QuotaGroup, usize> = BTreeMap::new();
@@ -277,7 +285,7 @@ pub(crate) fn evidence(
         packer.finish(&mut decisions);
     }
     // This turn's section: the remaining picks under what the stable section left.
-    let turn_budget = budget.saturating_sub(ev.stable.tokens + usize::from(ev.stable.tokens > 0));
+    let turn_budget = ev.turn_budget();
     {
         let mut packer = Packer::new(&mut ev.turn, req.session_id, turn_budget, counter);
         for (rank, &local) in picked.iter().enumerate().skip(at) {

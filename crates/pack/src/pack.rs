@@ -72,14 +72,13 @@ pub fn build_pack(req: &PackRequest, counter: &dyn TokenCounter) -> Result<Retri
     let mut items: Vec<PackItem> = Vec::new();
     let blocks = loop {
         // The evidence and tail blocks were counted as they were assembled.
-        let turn_budget = b.retrieval.saturating_sub(ev.stable.tokens + usize::from(ev.stable.tokens > 0));
         let blocks = [
             (BlockKind::System, &system, None, b.system),
             (BlockKind::TaskState, &task, None, b.task_state),
             (BlockKind::Memory, &memory, None, b.memory),
             (BlockKind::Retrieval, &ev.stable.text, Some(ev.stable.tokens), ev.stable_budget),
             (BlockKind::Tail, &tail.text, Some(tail.tokens), b.tail),
-            (BlockKind::TurnRetrieval, &ev.turn.text, Some(ev.turn.tokens), turn_budget),
+            (BlockKind::TurnRetrieval, &ev.turn.text, Some(ev.turn.tokens), ev.turn_budget()),
             (BlockKind::User, &user_text, Some(user_tokens), b.user),
         ];
         // Packs without a memory budget have no memory block (as before there was one).

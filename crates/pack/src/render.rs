@@ -38,15 +38,18 @@ pub fn render_item(
     cap: usize,
     counter: &dyn TokenCounter,
 ) -> Option<Rendered> {
-    let whole = render_event(alias, event, view);
+    within(render_event(alias, event, view), cap, false, counter)
+        .or_else(|| excerpt(alias, event, view, terms, cap, counter))
+}
+
+/// `text` as it is, when it fits `cap`.
+fn within(text: String, cap: usize, excerpt: bool, counter: &dyn TokenCounter) -> Option<Rendered> {
     // Cheap bound first: a token is at least one byte... of most text; count only plausible fits.
-    if whole.len() <= cap.saturating_mul(8) {
-        let tokens = counter.count(&whole);
-        if tokens <= cap {
-            return Some(Rendered { text: whole, tokens, excerpt: false });
-        }
+    if text.len() > cap.saturating_mul(8) {
+        return None;
     }
-    excerpt(alias, event, view, terms, cap, counter)
+    let tokens = counter.count(&text);
+    (tokens <= cap).then_some(Rendered { text, tokens, excerpt })
 }
 
 /// Renders the part of `event`'s artifact that matched the query (`m`), within `cap` tokens: the
@@ -75,14 +78,8 @@ pub fn render_artifact_match(
         Some(n) => format!("a{n}: {}\n", cut_line(l)),
         None => format!("{}\n", cut_line(l)),
     };
-    let whole = assemble(&header, &lines, &all, &show);
-    if whole.len() <= cap.saturating_mul(8) {
-        let tokens = counter.count(&whole);
-        if tokens <= cap {
-            return Some(Rendered { text: whole, tokens, excerpt: true });
-        }
-    }
-    excerpt_lines(&header, &lines, &show, terms, cap, counter)
+    within(assemble(&header, &lines, &all, &show), cap, true, counter)
+        .or_else(|| excerpt_lines(&header, &lines, &show, terms, cap, counter))
 }
 
 fn excerpt(
