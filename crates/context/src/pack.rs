@@ -89,13 +89,10 @@ struct Recorded {
 
 fn pack_error(e: PackError) -> ContextError {
     let text = e.to_string();
-    if let PackError::Required { .. } = e {
-        let message = text.split_once(": ").map_or(text.as_str(), |(_, m)| m).to_owned();
-        return ContextError::Precondition { field: "required_blocks".into(), message };
-    }
-    match text.split_once(": ") {
-        Some((field, message)) => ContextError::Invalid(FieldError::new(field, message)),
-        None => ContextError::invalid("budgets", text),
+    let (field, message) = text.split_once(": ").unwrap_or(("budgets", text.as_str()));
+    match e {
+        PackError::Required { .. } => ContextError::Precondition { field: field.into(), message: message.into() },
+        _ => ContextError::Invalid(FieldError::new(field, message)),
     }
 }
 
