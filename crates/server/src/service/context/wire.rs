@@ -246,10 +246,6 @@ fn role_out(r: AgentRole) -> i32 {
     }
 }
 
-fn block_name(b: BlockKind) -> &'static str {
-    b.as_str()
-}
-
 /// `required_blocks`: the blocks a pack may not cut or leave out.
 pub fn required_blocks(names: &[String]) -> Result<Vec<BlockKind>, Status> {
     let mut out = Vec::with_capacity(names.len());
@@ -273,7 +269,7 @@ pub fn required_blocks(names: &[String]) -> Result<Vec<BlockKind>, Status> {
 
 fn item_out(i: &PackItem) -> pb::PackItem {
     pb::PackItem {
-        block: block_name(i.block).to_owned(),
+        block: i.block.as_str().to_owned(),
         event_id: i.event_id.to_string(),
         session_id: i.session_id.to_string(),
         seq: i.seq,
@@ -372,7 +368,7 @@ pub fn pack_out(ns: &str, b: BuiltPack, full: bool) -> pb::Pack {
             .blocks
             .into_iter()
             .map(|bl| pb::PackBlock {
-                kind: block_name(bl.kind).to_owned(),
+                kind: bl.kind.as_str().to_owned(),
                 text: if full { bl.text } else { String::new() },
                 tokens: bl.tokens as u32,
                 budget: bl.budget as u32,
@@ -386,7 +382,7 @@ pub fn pack_out(ns: &str, b: BuiltPack, full: bool) -> pb::Pack {
             .omitted
             .iter()
             .map(|o| pb::PackOmission {
-                block: block_name(o.block).to_owned(),
+                block: o.block.as_str().to_owned(),
                 how: if o.dropped { "dropped" } else { "cut" }.to_owned(),
                 tokens: o.tokens as u32,
                 budget: o.budget as u32,
