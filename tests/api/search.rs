@@ -44,8 +44,16 @@ async fn a_write_is_found_by_the_next_search_with_provenance() {
     assert!(top.text.contains("index out of bounds"));
     let score = top.score.unwrap();
     assert!(score.bm25 > 0.0 && score.bm25_rank == 1 && score.vector_rank == 0);
-    assert!((score.fused - 1.0 / 61.0).abs() < 1e-6, "{score:?}");
+    // Score fusion (the default): the best BM25 hit scores bm25_weight × 1, with no vector list.
+    assert!((score.fused - 1.0).abs() < 1e-6, "{score:?}");
     assert!(top.event_time.is_some());
+    // RRF when asked: weight / (rrf_k + rank), the same order.
+    let rrf = search(&f, pb::SearchRequest { fusion: "rrf".into(), ..req(&f.ns, "panicked index out of bounds") })
+        .await
+        .unwrap();
+    assert_eq!(rrf.hits[0].event_id, r.event_ids[2]);
+    let fused = rrf.hits[0].score.unwrap().fused;
+    assert!((fused - 1.0 / 61.0).abs() < 1e-6, "{fused}");
 
     // Read-your-writes: the very next search sees a new event.
     let r2 = f.append(vec![ev("decision", "switch the parser to nom for header parsing")]).await.unwrap();
@@ -156,6 +164,7 @@ async fn a_read_key_may_search_and_bad_input_names_its_field() {
         (pb::SearchRequest { vector_weight: Some(f32::NAN), ..req(&ns, "x") }, "vector_weight"),
         (pb::SearchRequest { bm25_weight: Some(0.0), vector_weight: Some(0.0), ..req(&ns, "x") }, "bm25_weight"),
         (pb::SearchRequest { rrf_k: Some(-5.0), ..req(&ns, "x") }, "rrf_k"),
+        (pb::SearchRequest { fusion: "max".into(), ..req(&ns, "x") }, "fusion"),
         (pb::SearchRequest { mmr: true, mmr_lambda: Some(1.5), ..req(&ns, "x") }, "mmr_lambda"),
         (
             pb::SearchRequest {

@@ -1,7 +1,13 @@
-//! Reciprocal-rank fusion (Cormack, Clarke & Büttcher 2009): each retriever's list contributes
-//! `weight / (k + rank)` to every item it ranks. RRF needs no score calibration between BM25 and
-//! cosine similarity — their scales are unrelated — and a large `k` flattens the advantage of the
-//! very top ranks.
+//! Fusing ranked lists. Two ways:
+//! - reciprocal-rank fusion (Cormack, Clarke & Büttcher 2009): each retriever's list contributes
+//!   `weight / (k + rank)` to every item it ranks. It needs no score calibration between BM25 and
+//!   cosine similarity, but it throws the scores away: a BM25 list whose first hit towers over the
+//!   rest counts the same as one of near ties, and a weak retriever's rank 1 weighs as much as a
+//!   strong one's.
+//! - score fusion (CombSUM, Fox & Shaw 1994): each list contributes `weight × score`, the scores
+//!   brought to one scale first ([`max_scaled`] for BM25; cosine similarity is on one already).
+//!   On LoCoMo with MiniLM it ranks evidence better than the best RRF weighting (notes in
+//!   `memex-search`'s config).
 //!
 //! Every hit keeps its score parts (rank, raw score and contribution per list), so a caller can see
 //! why it ranked where it did.
@@ -34,7 +40,7 @@ pub struct Part {
     pub rank: u32,
     /// The retriever's own score (BM25, cosine similarity, …).
     pub score: f32,
-    /// `weight / (k + rank)`.
+    /// `weight / (k + rank)` (RRF) or `weight × score` (score fusion).
     pub contribution: f32,
 }
 
@@ -57,6 +63,27 @@ impl<K> FusedHit<K> {
 /// better rank. Ties are broken by the best single rank, then by key, so the order is a function of
 /// the input alone.
 pub fn rrf<K: Ord + Clone>(lists: &[RankedList<K>], opts: RrfOptions) -> Vec<FusedHit<K>> {
+    fuse(lists, |weight, rank, _| weight / (opts.k + rank as f32))
+}
+
+/// Fuses `lists` by their scores: a key's score is the sum of `weight × score` over the lists that
+/// rank it. Scores must be on comparable scales (see [`max_scaled`]). Duplicates and ties as in
+/// [`rrf`].
+pub fn score_sum<K: Ord + Clone>(lists: &[RankedList<K>]) -> Vec<FusedHit<K>> {
+    fuse(lists, |weight, _, score| weight * score)
+}
+
+/// `items` with their scores divided by the largest: BM25 scores onto 0..=1 (the best hit 1), so
+/// they add up with cosine similarities. Left alone when no score is positive.
+pub fn max_scaled<K>(mut items: Vec<(K, f32)>) -> Vec<(K, f32)> {
+    let max = items.iter().map(|(_, s)| *s).fold(0.0f32, f32::max);
+    if max > 0.0 && max.is_finite() {
+        items.iter_mut().for_each(|(_, s)| *s /= max);
+    }
+    items
+}
+
+fn fuse<K: Ord + Clone>(lists: &[RankedList<K>], contribution: impl Fn(f32, u32, f32) -> f32) -> Vec<FusedHit<K>> {
     let mut by_key: BTreeMap<K, FusedHit<K>> = BTreeMap::new();
     for (li, list) in lists.iter().enumerate() {
         for (i, (key, score)) in list.items.iter().enumerate() {
@@ -67,7 +94,7 @@ pub fn rrf<K: Ord + Clone>(lists: &[RankedList<K>], opts: RrfOptions) -> Vec<Fus
                 parts: vec![None; lists.len()],
             });
             if hit.parts[li].is_none() {
-                let contribution = list.weight / (opts.k + rank as f32);
+                let contribution = contribution(list.weight, rank, *score);
                 hit.parts[li] = Some(Part { rank, score: *score, contribution });
                 hit.score += contribution;
             }
@@ -116,6 +143,27 @@ mod tests {
         assert_eq!(hits[0].key, 5);
         assert!((hits[0].score - 1.0).abs() < 1e-7);
         assert_eq!(hits[1].parts[0].map(|p| p.rank), Some(3));
+    }
+
+    #[test]
+    fn score_fusion_keeps_the_margins_rrf_throws_away() {
+        // BM25 is sure of key 1 and unsure of the rest; the vector list mildly prefers 2.
+        let bm25 = RankedList { weight: 1.0, items: max_scaled(vec![(1u32, 20.0), (2, 2.0), (3, 1.9)]) };
+        let vector = RankedList { weight: 0.5, items: vec![(2u32, 0.42), (1, 0.40), (3, 0.10)] };
+        let keys = |h: Vec<FusedHit<u32>>| h.iter().map(|h| h.key).collect::<Vec<_>>();
+        assert_eq!(keys(score_sum(&[bm25.clone(), vector.clone()])), vec![1, 2, 3]);
+        let h = &score_sum(&[bm25.clone(), vector.clone()])[0];
+        assert!((h.score - (1.0 + 0.5 * 0.40)).abs() < 1e-6);
+        assert_eq!(h.parts[1].map(|p| p.rank), Some(2));
+        // RRF sees only ranks: with the vector list weighted a little more, its rank 1 wins.
+        assert_eq!(keys(rrf(&[bm25, RankedList { weight: 1.2, ..vector }], RrfOptions::default()))[0], 2);
+    }
+
+    #[test]
+    fn max_scaling_puts_the_best_at_one_and_leaves_nothing_positive_alone() {
+        assert_eq!(max_scaled(vec![(1, 4.0), (2, 1.0)]), vec![(1, 1.0), (2, 0.25)]);
+        assert_eq!(max_scaled(vec![(1, 0.0), (2, -1.0)]), vec![(1, 0.0), (2, -1.0)]);
+        assert!(max_scaled(Vec::<(u32, f32)>::new()).is_empty());
     }
 
     proptest! {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use memex_embed::{Embedder, ModelInfo};
 use memex_event::{FieldError, NamespaceId, Seq, SessionId, role_of_kind};
 use memex_pointer::{FullView, LineRange, Stability};
-use memex_rank::{RankedList, RrfOptions, mmr, query_terms, rrf};
+use memex_rank::{RankedList, RrfOptions, max_scaled, mmr, query_terms, rrf, score_sum};
 use memex_store::{Event, SeqRange, Store};
 use tracing::Instrument;
 use uuid::Uuid;
@@ -15,8 +15,8 @@ use crate::doc::event_docs;
 use crate::namespace_index::{ChunkHit, NamespaceIndex, namespace_dir};
 use crate::query_vectors::QueryVectors;
 use crate::{
-    ArtifactChunk, Hit, IndexError, RankedEvent, RankedEvents, ScoreParts, SearchConfig, SearchRequest, SearchResults,
-    VectorTier, vectors,
+    ArtifactChunk, Fusion, Hit, IndexError, RankedEvent, RankedEvents, ScoreParts, SearchConfig, SearchRequest,
+    SearchResults, VectorTier, vectors,
 };
 
 /// Most hits one search may return, and most candidates per retriever.
@@ -538,13 +538,22 @@ impl SearchIndex {
         let vectors_used = query_vector.is_some();
         let embedder = query_vector.as_ref().map(|(model, _)| model);
 
-        let fused = rrf(
-            &[
-                RankedList { weight: req.bm25_weight, items: bm25_items },
-                RankedList { weight: req.vector_weight, items: vector_items },
-            ],
-            RrfOptions { k: req.rrf_k },
-        );
+        // Score fusion adds BM25 scaled to the best hit's; the raw score is reported (`bm25_scale`).
+        let (bm25_items, bm25_scale) = match req.fusion {
+            Fusion::Rrf => (bm25_items, 1.0),
+            Fusion::Score => {
+                let max = bm25_items.iter().map(|(_, s)| *s).fold(0.0f32, f32::max);
+                (max_scaled(bm25_items), if max > 0.0 { max } else { 1.0 })
+            }
+        };
+        let lists = [
+            RankedList { weight: req.bm25_weight, items: bm25_items },
+            RankedList { weight: req.vector_weight, items: vector_items },
+        ];
+        let fused = match req.fusion {
+            Fusion::Rrf => rrf(&lists, RrfOptions { k: req.rrf_k }),
+            Fusion::Score => score_sum(&lists),
+        };
         let chosen: Vec<usize> = match (req.mmr_lambda, embedder) {
             (Some(lambda), Some(embedder)) => {
                 let pool_size = fused.len().min(req.candidates);
@@ -568,7 +577,7 @@ impl SearchIndex {
                     event_id: f.key,
                     score: ScoreParts {
                         fused: f.score,
-                        bm25: bm25.map_or(0.0, |p| p.score),
+                        bm25: bm25.map_or(0.0, |p| p.score * bm25_scale),
                         bm25_rank: bm25.map_or(0, |p| p.rank),
                         vector: vector.map_or(0.0, |p| p.score),
                         vector_rank: vector.map_or(0, |p| p.rank),

@@ -35,8 +35,8 @@ pub use config::SearchConfig;
 pub use engine::SearchIndex;
 pub use error::IndexError;
 pub use query::{
-    ArtifactChunk, Hit, RankedEvent, RankedEvents, ScoreParts, SearchFilter, SearchRequest, SearchResults, TimeRange,
-    VectorTier,
+    ArtifactChunk, Fusion, Hit, RankedEvent, RankedEvents, ScoreParts, SearchFilter, SearchRequest, SearchResults,
+    TimeRange, VectorTier,
 };
 pub use query_vectors::{QueryVectorOptions, QueryVectorStats};
 pub use schema::SCHEMA_VERSION;

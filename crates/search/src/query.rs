@@ -46,7 +46,9 @@ pub struct SearchRequest {
     pub bm25_weight: f32,
     /// Weight of the vector list in the fusion (0: BM25 only).
     pub vector_weight: f32,
-    /// The RRF rank constant.
+    /// How the two lists are fused.
+    pub fusion: Fusion,
+    /// The RRF rank constant (with [`Fusion::Rrf`]).
     pub rrf_k: f32,
     /// Weight of a match in the preceding events' text relative to one in the event's own text
     /// (0: the event's own text only).
@@ -74,6 +76,35 @@ pub struct SearchRequest {
     pub heads_total: Option<u64>,
 }
 
+/// How the BM25 and vector lists become one ranking.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fusion {
+    /// `bm25_weight × BM25 / best BM25 + vector_weight × cosine`: the scores' margins count.
+    #[default]
+    Score,
+    /// Reciprocal-rank fusion: `weight / (rrf_k + rank)` per list; only ranks count.
+    Rrf,
+}
+
+impl Fusion {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fusion::Score => "score",
+            Fusion::Rrf => "rrf",
+        }
+    }
+
+    /// `score` or `rrf`.
+    pub fn parse(s: &str) -> Option<Fusion> {
+        match s {
+            "score" => Some(Fusion::Score),
+            "rrf" => Some(Fusion::Rrf),
+            _ => None,
+        }
+    }
+}
+
 /// Which vectors a query is ranked by.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum VectorTier {
@@ -95,7 +126,7 @@ impl SearchRequest {
 /// Why a hit ranked where it did.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct ScoreParts {
-    /// The fused (RRF, then MMR order) score.
+    /// The fused score (score fusion or RRF, then MMR order).
     pub fused: f32,
     /// BM25 of the best-matching chunk, and its 1-based rank in the BM25 list (0: not in it).
     pub bm25: f32,

@@ -577,12 +577,13 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("memex-config-owned-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("tmp dir");
         let file = dir.join("memex.toml");
-        let toml = "[views]\ncache_bytes = 1024\n[search]\nbm25_weight = 0.5\nchunk_bytes = 512\n\
+        let toml = "[views]\ncache_bytes = 1024\n[search]\nbm25_weight = 0.5\nchunk_bytes = 512\nfusion = \"rrf\"\n\
                     [context]\ntokenizer = \"cl100k_base\"\nmax_pack_items = 9\n[context.budgets]\ntail = 7000\n";
         std::fs::write(&file, toml).expect("write");
         let c = Config::load(Some(&file), serde_json::json!({})).expect("load");
         assert_eq!(c.views.cache_bytes, 1024);
-        assert_eq!((c.search.bm25_weight, c.search.chunk_bytes, c.search.vector_weight), (0.5, 512, 1.0));
+        assert_eq!((c.search.bm25_weight, c.search.chunk_bytes, c.search.vector_weight), (0.5, 512, 0.4));
+        assert_eq!(c.search.fusion, memex_search::Fusion::Rrf);
         assert_eq!(c.context.tokenizer, memex_tokens::Tokenizer::Cl100kBase);
         assert_eq!(c.context.max_pack_items, 9);
         assert_eq!((c.context.budgets.tail, c.context.budgets.context), (7000, 32_000));
@@ -592,6 +593,7 @@ mod tests {
             ("[search]\nbm25_wieght = 1\n", "bm25_wieght"),
             ("[context]\ntokenizer = \"p50k\"\n", "p50k"),
             ("[context.budgets]\ntail = 40000\n", "exceeds context"),
+            ("[search]\nfusion = \"max\"\n", "fusion"),
         ] {
             std::fs::write(&file, bad).expect("write");
             let err = Config::load(Some(&file), serde_json::json!({})).expect_err(bad);

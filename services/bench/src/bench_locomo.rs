@@ -13,7 +13,7 @@ use anyhow::Context;
 use chrono::{DateTime, NaiveDateTime, TimeDelta, Utc};
 use memex_event::EventInput;
 use memex_rank::eval::recall_share;
-use memex_search::SearchRequest;
+use memex_search::{Fusion, SearchRequest};
 use memex_server::flags::SearchArgs;
 use memex_store::SeqRange;
 use serde_json::{Value, json};
@@ -66,6 +66,7 @@ struct Question {
 #[derive(Clone)]
 struct Strategy {
     name: &'static str,
+    fusion: Fusion,
     bm25: f32,
     vector: f32,
     rrf_k: f32,
@@ -75,7 +76,26 @@ struct Strategy {
 }
 
 const fn strat(name: &'static str, bm25: f32, vector: f32, rrf_k: f32, context: f32) -> Strategy {
-    Strategy { name, bm25, vector, rrf_k, context, neighbor: 0.0, session: 0.0 }
+    Strategy { name, fusion: Fusion::Rrf, bm25, vector, rrf_k, context, neighbor: 0.0, session: 0.0 }
+}
+
+/// Score fusion with BM25 weight 1: `BM25 / best + vector × cosine`, then smoothing.
+const fn score(name: &'static str, vector: f32, neighbor: f32, session: f32) -> Strategy {
+    Strategy { name, fusion: Fusion::Score, bm25: 1.0, vector, rrf_k: 60.0, context: 0.5, neighbor, session }
+}
+
+/// What the server does with a request that leaves every setting unset.
+fn server_default(c: &memex_search::SearchConfig) -> Strategy {
+    Strategy {
+        name: "default",
+        fusion: c.fusion,
+        bm25: c.bm25_weight,
+        vector: c.vector_weight,
+        rrf_k: c.rrf_k,
+        context: c.context_weight,
+        neighbor: c.neighbor_weight,
+        session: c.session_weight,
+    }
 }
 
 const fn with_neighbors(s: Strategy, neighbor: f32) -> Strategy {
@@ -112,6 +132,17 @@ fn strategies(vectors: bool) -> Vec<Strategy> {
             strat("hybrid-v0.3", 1.0, 0.3, 60.0, 0.5),
             with_neighbors(strat("hybrid-v0.5-n0.25", 1.0, 0.5, 60.0, 0.5), 0.25),
             with_session(with_neighbors(strat("hybrid-v0.3-n0.25-s0.25", 1.0, 0.3, 60.0, 0.5), 0.25), 0.25),
+            score("score-v0.25", 0.25, 0.0, 0.0),
+            score("score-v0.4", 0.4, 0.0, 0.0),
+            score("score-v0.6", 0.6, 0.0, 0.0),
+            score("score-v1", 1.0, 0.0, 0.0),
+            score("score-v0.25-n0.1-s0.2", 0.25, 0.1, 0.2),
+            score("score-v0.4-n0.1-s0.1", 0.4, 0.1, 0.1),
+            score("score-v0.4-n0.1-s0.2", 0.4, 0.1, 0.2),
+            score("score-v0.4-n0.2-s0.3", 0.4, 0.2, 0.3),
+            score("score-v0.4-n0.25-s0.25", 0.4, 0.25, 0.25),
+            score("score-v0.6-n0.1-s0.2", 0.6, 0.1, 0.2),
+            score("score-v0.6-n0.25-s0.25", 0.6, 0.25, 0.25),
         ]);
     }
     v
@@ -263,8 +294,9 @@ pub async fn run(args: LocomoArgs) -> anyhow::Result<()> {
     eprintln!("text-indexed in {:.2} s", t2.elapsed().as_secs_f64());
 
     // Rank every question with every strategy.
-    let default_name = if kit.embedder.is_some() { "hybrid" } else { "bm25" };
-    let mut all = strategies(kit.embedder.is_some());
+    let default_name = "default";
+    let mut all = vec![server_default(&kit.config.search)];
+    all.extend(strategies(kit.embedder.is_some()));
     if !args.strategies.is_empty() {
         all.retain(|s| s.name == default_name || args.strategies.iter().any(|x| x == s.name));
     }
@@ -274,6 +306,7 @@ pub async fn run(args: LocomoArgs) -> anyhow::Result<()> {
         let mut scores = Scores::default();
         for q in &questions {
             let mut req = SearchRequest::new(q.text.clone(), 50);
+            req.fusion = strat.fusion;
             req.bm25_weight = strat.bm25;
             req.vector_weight = strat.vector;
             req.rrf_k = strat.rrf_k;
@@ -294,7 +327,16 @@ pub async fn run(args: LocomoArgs) -> anyhow::Result<()> {
         results.push((strat.clone(), scores));
     }
     let (strat, best) = results.iter().find(|(s, _)| s.name == default_name).context("default strategy")?;
-    println!("LoCoMo retrieval (dialog level, recall accuracy %), strategy {}:", strat.name);
+    println!(
+        "LoCoMo retrieval (dialog level, recall accuracy %), strategy {} (fusion {}, bm25 {}, vector {}, context {}, neighbour {}, session {}):",
+        strat.name,
+        strat.fusion.as_str(),
+        strat.bm25,
+        strat.vector,
+        strat.context,
+        strat.neighbor,
+        strat.session
+    );
     println!("{:<12} {:>6} {:>6} {:>6} {:>6}   n", "category", "@5", "@10", "@25", "@50");
     for (cat, name) in CATEGORIES {
         println!("{}", best.row(name, Some(cat)));

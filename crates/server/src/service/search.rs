@@ -118,6 +118,11 @@ fn convert(r: pb::SearchRequest, d: &memex_search::SearchConfig) -> Result<Searc
         limit,
         bm25_weight: non_negative("bm25_weight", r.bm25_weight, d.bm25_weight)?,
         vector_weight: non_negative("vector_weight", r.vector_weight, d.vector_weight)?,
+        fusion: match r.fusion.as_str() {
+            "" => d.fusion,
+            f => memex_search::Fusion::parse(f)
+                .ok_or_else(|| Status::invalid_argument(format!("fusion: must be \"score\" or \"rrf\", got {f:?}")))?,
+        },
         rrf_k: non_negative("rrf_k", r.rrf_k, d.rrf_k)?,
         context_weight: non_negative("context_weight", r.context_weight, d.context_weight)?,
         neighbor_weight: non_negative("neighbor_weight", r.neighbor_weight, d.neighbor_weight)?,
