@@ -1,5 +1,7 @@
-//! Running a query cheaply: BM25 statistics remembered per searcher, and only the segments that
-//! can match. Both leave every score and every hit exactly as `Searcher::search` gives them.
+//! Running a query cheaply: BM25 statistics remembered per searcher, only the segments that can
+//! match, and one top-n across segments (each segment's block-WAND starts from the bar the ones
+//! before it set). All three leave every score exactly as `Searcher::search` gives it, and the
+//! hits too, but for which of several documents of exactly equal score at the n-th place is kept.
 //!
 //! A pack's query is a few dozen term clauses, each wrapped to a session or two. tantivy sets
 //! every clause up on every segment (a term-dictionary lookup for its postings) and looks every
@@ -8,10 +10,12 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use tantivy::collector::Collector;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
 use tantivy::query::{Bm25StatisticsProvider, EnableScoring, Query};
 use tantivy::schema::Field;
-use tantivy::{Searcher, Term};
+use tantivy::{DocAddress, DocId, Score, Searcher, SegmentReader, Term};
 
 /// Above this many remembered terms the statistics start afresh (queries with terms of their own,
 /// such as identifiers, would otherwise grow it without bound).
@@ -96,24 +100,27 @@ impl Bm25StatisticsProvider for CachedStats<'_> {
     }
 }
 
-/// `collector` over the segments of `searcher` in which some term of `required` occurs (every
-/// segment when `required` is None), scored with `stats`. A segment that holds none of them adds
-/// nothing when every match must contain one of them, so the hits are those of a full search.
-pub(crate) fn search_segments<C: Collector>(
+/// The `n` best-scoring documents of `query` over the segments of `searcher` in which some term of
+/// `required` occurs (every segment when `required` is None), scored with `stats`, best first
+/// (equal scores by address). A segment that holds none of those terms adds nothing when every
+/// match must contain one of them, so the hits are those of a full search.
+///
+/// One top-n serves all segments: each segment's block-WAND starts from the n-th best score of the
+/// segments searched before it, where tantivy's `TopDocs` starts every segment from nothing and
+/// scores its own n best first. The largest segments go first, to raise that bar early. At 1M
+/// events (a dozen segments) that was most of an unfiltered query's time.
+pub(crate) fn top_scored(
     searcher: &Searcher,
     stats: &dyn Bm25StatisticsProvider,
     query: &dyn Query,
-    collector: &C,
+    n: usize,
     required: Option<&[Term]>,
-) -> tantivy::Result<C::Fruit> {
-    let scoring = if collector.requires_scoring() {
-        EnableScoring::enabled_from_statistics_provider(stats, searcher)
-    } else {
-        EnableScoring::disabled_from_searcher(searcher)
-    };
-    let weight = query.weight(scoring)?;
-    collector.check_schema(searcher.schema())?;
-    let mut fruits = Vec::new();
+) -> tantivy::Result<Vec<(Score, DocAddress)>> {
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let weight = query.weight(EnableScoring::enabled_from_statistics_provider(stats, searcher))?;
+    let mut segments: Vec<(u32, &SegmentReader)> = Vec::new();
     for (ord, segment) in searcher.segment_readers().iter().enumerate() {
         if let Some(terms) = required {
             let mut holds = false;
@@ -128,9 +135,55 @@ pub(crate) fn search_segments<C: Collector>(
             }
         }
         let ord = u32::try_from(ord).map_err(|_| tantivy::TantivyError::InternalError("segment ordinal".into()))?;
-        fruits.push(collector.collect_segment(weight.as_ref(), ord, segment)?);
+        segments.push((ord, segment));
     }
-    collector.merge_fruits(fruits)
+    segments.sort_by_key(|(ord, seg)| (std::cmp::Reverse(seg.num_docs()), *ord));
+    // A min-heap of the best n so far: its top is the score a document must beat.
+    let mut best: BinaryHeap<Reverse<Scored>> = BinaryHeap::with_capacity(n + 1);
+    let bar = |best: &BinaryHeap<Reverse<Scored>>| match best.peek() {
+        Some(Reverse(s)) if best.len() >= n => s.score,
+        _ => Score::MIN,
+    };
+    for (ord, segment) in segments {
+        let alive = segment.alive_bitset();
+        let start = bar(&best);
+        let mut push = |doc: DocId, score: Score| {
+            if alive.is_some_and(|a| a.is_deleted(doc)) {
+                return bar(&best);
+            }
+            best.push(Reverse(Scored { score, addr: DocAddress::new(ord, doc) }));
+            if best.len() > n {
+                best.pop();
+            }
+            bar(&best)
+        };
+        weight.for_each_pruning(start, segment, &mut push)?;
+    }
+    let mut out: Vec<(Score, DocAddress)> = best.into_iter().map(|Reverse(s)| (s.score, s.addr)).collect();
+    out.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    Ok(out)
+}
+
+/// A scored document, ordered by score, then the later address first (so of equal scores the
+/// heap drops the later document).
+#[derive(PartialEq)]
+struct Scored {
+    score: Score,
+    addr: DocAddress,
+}
+
+impl Eq for Scored {}
+
+impl PartialOrd for Scored {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Scored {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.score.total_cmp(&other.score).then_with(|| other.addr.cmp(&self.addr))
+    }
 }
 
 #[cfg(test)]
@@ -178,18 +231,23 @@ mod tests {
             assert!(skipped.count() > 0);
             for boost in [0.0, 0.5] {
                 let query = idx.query(&terms, &filter, boost);
-                let collector = TopDocs::with_limit(100).order_by_score();
-                let full = searcher.search(&query, &collector).unwrap();
+                let mut full = searcher.search(&query, &TopDocs::with_limit(100).order_by_score()).unwrap();
+                full.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                let bits = |h: &[(f32, DocAddress)]| h.iter().map(|(s, a)| (s.to_bits(), *a)).collect::<Vec<_>>();
                 for _ in 0..2 {
                     // The second time, the statistics come from the cache.
-                    let narrowed =
-                        search_segments(&searcher, &stats.of(&searcher), &query, &collector, Some(&required)).unwrap();
-                    let bits =
-                        |h: &[(f32, tantivy::DocAddress)]| h.iter().map(|(s, a)| (s.to_bits(), *a)).collect::<Vec<_>>();
+                    let narrowed = top_scored(&searcher, &stats.of(&searcher), &query, 100, Some(&required)).unwrap();
                     assert_eq!(bits(&narrowed), bits(&full));
                 }
                 // Every word of the two sessions says a term: 3 per session, then 4 more.
                 assert_eq!(full.len(), [6, 14][round]);
+                // Fewer than match: the same best scores (equal ones may be other documents).
+                for n in [1, 3, 5] {
+                    let top = top_scored(&searcher, &stats.of(&searcher), &query, n, None).unwrap();
+                    let all = searcher.search(&query, &TopDocs::with_limit(n).order_by_score()).unwrap();
+                    let scores = |h: &[(f32, DocAddress)]| h.iter().map(|(s, _)| s.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(scores(&top), scores(&all), "n = {n}");
+                }
             }
         }
         let _ = std::fs::remove_dir_all(dir);

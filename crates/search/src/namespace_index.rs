@@ -5,14 +5,13 @@ use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use tantivy::collector::TopDocs;
 use tantivy::columnar::Column;
 use tantivy::query::{BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, RangeQuery, TermQuery, TermSetQuery};
 use tantivy::schema::{IndexRecordOption, Value};
 use tantivy::{DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term};
 use uuid::Uuid;
 
-use crate::collect::{StatsCache, search_segments};
+use crate::collect::{StatsCache, top_scored};
 use crate::doc::DocSpec;
 use crate::schema::{ANALYZER, Fields, SCHEMA_VERSION, Tag, analyzer, schema, tag_text};
 use memex_pointer::LineRange;
@@ -298,13 +297,7 @@ impl NamespaceIndex {
         let stats = self.stats.of(searcher);
         let mut n = limit;
         let top = loop {
-            let top = search_segments(
-                searcher,
-                &stats,
-                &query,
-                &TopDocs::with_limit(n).order_by_score(),
-                sessions.as_deref(),
-            )?;
+            let top = top_scored(searcher, &stats, &query, n, sessions.as_deref())?;
             let cut = top.get(limit - 1).map(|t| stable_score(t.0));
             let complete = top.len() < n || n >= 1 << 20 || top.last().map(|t| stable_score(t.0)) < cut;
             if complete {
