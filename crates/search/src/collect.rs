@@ -1,7 +1,7 @@
 //! Running a query cheaply: BM25 statistics remembered per searcher, only the segments that can
 //! match, and one top-n across segments (each segment's block-WAND starts from the bar the ones
-//! before it set). All three leave every score exactly as `Searcher::search` gives it, and the
-//! hits too, but for which of several documents of exactly equal score at the n-th place is kept.
+//! before it set, on a few threads for a large index). All three leave every score exactly as
+//! `Searcher::search` gives it; of documents of equal score, the earlier address comes first.
 //!
 //! A pack's query is a few dozen term clauses, each wrapped to a session or two. tantivy sets
 //! every clause up on every segment (a term-dictionary lookup for its postings) and looks every
@@ -13,7 +13,9 @@ use std::sync::Mutex;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use tantivy::query::{Bm25StatisticsProvider, EnableScoring, Query};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use tantivy::query::{Bm25StatisticsProvider, EnableScoring, Query, Weight};
 use tantivy::schema::Field;
 use tantivy::{DocAddress, DocId, Score, Searcher, SegmentReader, Term};
 
@@ -101,20 +103,32 @@ impl Bm25StatisticsProvider for CachedStats<'_> {
 }
 
 /// The `n` best-scoring documents of `query` over the segments of `searcher` in which some term of
-/// `required` occurs (every segment when `required` is None), scored with `stats`, best first
-/// (equal scores by address). A segment that holds none of those terms adds nothing when every
-/// match must contain one of them, so the hits are those of a full search.
+/// `required` occurs (every segment when `required` is None), scored with `stats`: the first `n`
+/// by score, then address, best first. A segment that holds none of those terms adds nothing when
+/// every match must contain one of them, so the hits are those of a full search.
 ///
-/// One top-n serves all segments: each segment's block-WAND starts from the n-th best score of the
-/// segments searched before it, where tantivy's `TopDocs` starts every segment from nothing and
-/// scores its own n best first. The largest segments go first, to raise that bar early. At 1M
-/// events (a dozen segments) that was most of an unfiltered query's time.
+/// One bar serves all segments: each segment's block-WAND starts from the n-th best score found
+/// so far, where tantivy's `TopDocs` starts every segment from nothing and scores its own n best
+/// first. The largest segments go first, to raise the bar early, and an unnarrowed query over 200k
+/// documents or more is searched by up to 4 threads sharing the bar. At 1M events (a dozen segments) the
+/// per-segment restarts were most of an unfiltered query's time.
 pub(crate) fn top_scored(
     searcher: &Searcher,
     stats: &dyn Bm25StatisticsProvider,
     query: &dyn Query,
     n: usize,
     required: Option<&[Term]>,
+) -> tantivy::Result<Vec<(Score, DocAddress)>> {
+    top_scored_in(searcher, stats, query, n, required, PARALLEL_MIN_DOCS)
+}
+
+fn top_scored_in(
+    searcher: &Searcher,
+    stats: &dyn Bm25StatisticsProvider,
+    query: &dyn Query,
+    n: usize,
+    required: Option<&[Term]>,
+    parallel_min_docs: u64,
 ) -> tantivy::Result<Vec<(Score, DocAddress)>> {
     if n == 0 {
         return Ok(Vec::new());
@@ -137,31 +151,99 @@ pub(crate) fn top_scored(
         let ord = u32::try_from(ord).map_err(|_| tantivy::TantivyError::InternalError("segment ordinal".into()))?;
         segments.push((ord, segment));
     }
-    segments.sort_by_key(|(ord, seg)| (std::cmp::Reverse(seg.num_docs()), *ord));
-    // A min-heap of the best n so far: its top is the score a document must beat.
-    let mut best: BinaryHeap<Reverse<Scored>> = BinaryHeap::with_capacity(n + 1);
-    let bar = |best: &BinaryHeap<Reverse<Scored>>| match best.peek() {
-        Some(Reverse(s)) if best.len() >= n => s.score,
-        _ => Score::MIN,
+    segments.sort_by_key(|(ord, seg)| (Reverse(seg.num_docs()), *ord));
+    // A large index is searched by a few threads, each over about as many documents.
+    let docs: u64 = segments.iter().map(|(_, s)| u64::from(s.num_docs())).sum();
+    // A query narrowed to a few sessions (a pack's) has little to score: it stays on one thread.
+    let threads = if docs >= parallel_min_docs && required.is_none() {
+        std::thread::available_parallelism().map_or(1, usize::from).clamp(1, MAX_THREADS).min(segments.len())
+    } else {
+        1
     };
-    for (ord, segment) in segments {
+    let mut groups: Vec<(u64, Vec<(u32, &SegmentReader)>)> = vec![(0, Vec::new()); threads.max(1)];
+    for seg in segments {
+        if let Some(g) = groups.iter_mut().min_by_key(|g| g.0) {
+            g.0 += u64::from(seg.1.num_docs());
+            g.1.push(seg);
+        }
+    }
+    let bar = Bar::default();
+    let run = |group: &[(u32, &SegmentReader)]| best_of(weight.as_ref(), group, n, &bar);
+    let heaps: Vec<Heap> = match groups.split_first() {
+        None => Vec::new(),
+        Some((first, [])) => vec![run(&first.1)?],
+        Some((first, rest)) => std::thread::scope(|scope| {
+            let others: Vec<_> = rest.iter().map(|g| scope.spawn(|| run(&g.1))).collect();
+            let mut heaps = vec![run(&first.1)?];
+            for h in others {
+                heaps.push(
+                    h.join().map_err(|_| tantivy::TantivyError::InternalError("a search thread panicked".into()))??,
+                );
+            }
+            Ok::<_, tantivy::TantivyError>(heaps)
+        })?,
+    };
+    let mut out: Vec<(Score, DocAddress)> = heaps.into_iter().flatten().map(|Reverse(s)| (s.score, s.addr)).collect();
+    out.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    out.truncate(n);
+    Ok(out)
+}
+
+/// Indexes with fewer documents are searched on the caller's thread alone.
+const PARALLEL_MIN_DOCS: u64 = 200_000;
+const MAX_THREADS: usize = 4;
+
+type Heap = BinaryHeap<Reverse<Scored>>;
+
+/// The best n-th score any thread has seen (bits of a positive f32; 0: none yet). Every thread
+/// has n documents at least this good, so no document below it is among the n best.
+#[derive(Default)]
+struct Bar(AtomicU32);
+
+impl Bar {
+    fn raise(&self, score: Score) {
+        // Positive floats order as their bits do.
+        if score > 0.0 {
+            self.0.fetch_max(score.to_bits(), Ordering::Relaxed);
+        }
+    }
+
+    /// What a document must beat: the higher of `own` (this thread's n-th best, if it has n)
+    /// and the shared bar, less one step, so that a document scoring exactly the bar still gets
+    /// in (of equal scores the earlier address is kept, whichever thread finds it first).
+    fn threshold(&self, own: Option<Score>) -> Score {
+        let shared = self.0.load(Ordering::Relaxed);
+        let shared = (shared != 0).then(|| f32::from_bits(shared));
+        match own.into_iter().chain(shared).reduce(f32::max) {
+            Some(b) => b.next_down(),
+            None => Score::MIN,
+        }
+    }
+}
+
+/// The n best documents of `segments` (in their order) under the shared bar.
+fn best_of(weight: &dyn Weight, segments: &[(u32, &SegmentReader)], n: usize, bar: &Bar) -> tantivy::Result<Heap> {
+    // A min-heap of the best n so far: its top is the n-th best.
+    let mut best: Heap = BinaryHeap::with_capacity(n + 1);
+    let own = |best: &Heap| best.peek().filter(|_| best.len() >= n).map(|Reverse(s)| s.score);
+    for &(ord, segment) in segments {
         let alive = segment.alive_bitset();
-        let start = bar(&best);
+        let start = bar.threshold(own(&best));
         let mut push = |doc: DocId, score: Score| {
-            if alive.is_some_and(|a| a.is_deleted(doc)) {
-                return bar(&best);
+            if !alive.is_some_and(|a| a.is_deleted(doc)) {
+                best.push(Reverse(Scored { score, addr: DocAddress::new(ord, doc) }));
+                if best.len() > n {
+                    best.pop();
+                }
+                if let Some(s) = own(&best) {
+                    bar.raise(s);
+                }
             }
-            best.push(Reverse(Scored { score, addr: DocAddress::new(ord, doc) }));
-            if best.len() > n {
-                best.pop();
-            }
-            bar(&best)
+            bar.threshold(own(&best))
         };
         weight.for_each_pruning(start, segment, &mut push)?;
     }
-    let mut out: Vec<(Score, DocAddress)> = best.into_iter().map(|Reverse(s)| (s.score, s.addr)).collect();
-    out.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    Ok(out)
+    Ok(best)
 }
 
 /// A scored document, ordered by score, then the later address first (so of equal scores the
@@ -241,12 +323,16 @@ mod tests {
                 }
                 // Every word of the two sessions says a term: 3 per session, then 4 more.
                 assert_eq!(full.len(), [6, 14][round]);
-                // Fewer than match: the same best scores (equal ones may be other documents).
-                for n in [1, 3, 5] {
+                // Fewer than match: the first n of all matches by score, then address.
+                let mut all = searcher.search(&query, &TopDocs::with_limit(1000).order_by_score()).unwrap();
+                all.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                for n in [1, 3, 5, 100] {
+                    let want = bits(&all[..n.min(all.len())]);
                     let top = top_scored(&searcher, &stats.of(&searcher), &query, n, None).unwrap();
-                    let all = searcher.search(&query, &TopDocs::with_limit(n).order_by_score()).unwrap();
-                    let scores = |h: &[(f32, DocAddress)]| h.iter().map(|(s, _)| s.to_bits()).collect::<Vec<_>>();
-                    assert_eq!(scores(&top), scores(&all), "n = {n}");
+                    assert_eq!(bits(&top), want, "n = {n}");
+                    // The same on several threads sharing the bar.
+                    let top = top_scored_in(&searcher, &stats.of(&searcher), &query, n, None, 0).unwrap();
+                    assert_eq!(bits(&top), want, "n = {n}, threads");
                 }
             }
         }
