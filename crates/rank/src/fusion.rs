@@ -73,14 +73,16 @@ pub fn score_sum<K: Ord + Clone>(lists: &[RankedList<K>]) -> Vec<FusedHit<K>> {
     fuse(lists, |weight, _, score| weight * score)
 }
 
-/// `items` with their scores divided by the largest: BM25 scores onto 0..=1 (the best hit 1), so
-/// they add up with cosine similarities. Left alone when no score is positive.
-pub fn max_scaled<K>(mut items: Vec<(K, f32)>) -> Vec<(K, f32)> {
+/// Divides the scores of `items` by the largest: BM25 scores onto 0..=1 (the best hit 1), so they
+/// add up with cosine similarities. Returns the divisor, so a caller can report raw scores; 1 (and
+/// the scores left alone) when no score is positive and finite.
+pub fn max_scaled<K>(items: &mut [(K, f32)]) -> f32 {
     let max = items.iter().map(|(_, s)| *s).fold(0.0f32, f32::max);
-    if max > 0.0 && max.is_finite() {
-        items.iter_mut().for_each(|(_, s)| *s /= max);
+    if !(max > 0.0 && max.is_finite()) {
+        return 1.0;
     }
-    items
+    items.iter_mut().for_each(|(_, s)| *s /= max);
+    max
 }
 
 fn fuse<K: Ord + Clone>(lists: &[RankedList<K>], contribution: impl Fn(f32, u32, f32) -> f32) -> Vec<FusedHit<K>> {
@@ -148,7 +150,9 @@ mod tests {
     #[test]
     fn score_fusion_keeps_the_margins_rrf_throws_away() {
         // BM25 is sure of key 1 and unsure of the rest; the vector list mildly prefers 2.
-        let bm25 = RankedList { weight: 1.0, items: max_scaled(vec![(1u32, 20.0), (2, 2.0), (3, 1.9)]) };
+        let mut items = vec![(1u32, 20.0), (2, 2.0), (3, 1.9)];
+        assert_eq!(max_scaled(&mut items), 20.0);
+        let bm25 = RankedList { weight: 1.0, items };
         let vector = RankedList { weight: 0.5, items: vec![(2u32, 0.42), (1, 0.40), (3, 0.10)] };
         let keys = |h: Vec<FusedHit<u32>>| h.iter().map(|h| h.key).collect::<Vec<_>>();
         assert_eq!(keys(score_sum(&[bm25.clone(), vector.clone()])), vec![1, 2, 3]);
@@ -161,9 +165,10 @@ mod tests {
 
     #[test]
     fn max_scaling_puts_the_best_at_one_and_leaves_nothing_positive_alone() {
-        assert_eq!(max_scaled(vec![(1, 4.0), (2, 1.0)]), vec![(1, 1.0), (2, 0.25)]);
-        assert_eq!(max_scaled(vec![(1, 0.0), (2, -1.0)]), vec![(1, 0.0), (2, -1.0)]);
-        assert!(max_scaled(Vec::<(u32, f32)>::new()).is_empty());
+        let scaled = |mut v: Vec<(u32, f32)>| (max_scaled(&mut v), v);
+        assert_eq!(scaled(vec![(1, 4.0), (2, 1.0)]), (4.0, vec![(1, 1.0), (2, 0.25)]));
+        assert_eq!(scaled(vec![(1, 0.0), (2, -1.0)]), (1.0, vec![(1, 0.0), (2, -1.0)]));
+        assert_eq!(scaled(Vec::new()), (1.0, Vec::new()));
     }
 
     proptest! {

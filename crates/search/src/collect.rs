@@ -7,12 +7,9 @@
 //! every clause up on every segment (a term-dictionary lookup for its postings) and looks every
 //! scored term up on every segment once more for its document frequency. At 1M events (about 15
 //! segments) those lookups, not the scoring, were most of a search's time.
-use std::collections::HashMap;
-use std::sync::Mutex;
-
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use tantivy::query::{Bm25StatisticsProvider, EnableScoring, Query, Weight};

@@ -525,7 +525,7 @@ impl SearchIndex {
             self.query_vector(&req.query, req.tier, fast_fits).await
         };
         let (bm25, query_vector) = tokio::join!(self.bm25_list(&idx, &searcher, req, wants_vectors), query_vector);
-        let (best_chunk, bm25_items) = bm25?;
+        let (best_chunk, mut bm25_items) = bm25?;
         let query_vector = query_vector?;
 
         // Vectors: k-NN over the embeddings of the model the query's vector is of.
@@ -539,12 +539,9 @@ impl SearchIndex {
         let embedder = query_vector.as_ref().map(|(model, _)| model);
 
         // Score fusion adds BM25 scaled to the best hit's; the raw score is reported (`bm25_scale`).
-        let (bm25_items, bm25_scale) = match req.fusion {
-            Fusion::Rrf => (bm25_items, 1.0),
-            Fusion::Score => {
-                let max = bm25_items.iter().map(|(_, s)| *s).fold(0.0f32, f32::max);
-                (max_scaled(bm25_items), if max > 0.0 { max } else { 1.0 })
-            }
+        let bm25_scale = match req.fusion {
+            Fusion::Rrf => 1.0,
+            Fusion::Score => max_scaled(&mut bm25_items),
         };
         let lists = [
             RankedList { weight: req.bm25_weight, items: bm25_items },
