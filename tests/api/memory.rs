@@ -706,11 +706,36 @@ async fn namespaces_take_turns_for_the_memory_worker() {
     append(&small.c, &small.ns, &small.session, session_events()).await;
     let ids =
         [srv.store.namespace("turns-big").await.unwrap().id, srv.store.namespace("turns-small").await.unwrap().id];
-    let claimed = memex_recall::tables::claim(srv.store.pool(), "test", 60.0, 2, 0.0, Some(&ids)).await.unwrap();
+    let claimed =
+        memex_recall::tables::claim(srv.store.pool(), "test", 60.0, 2, 0.0, (0.0, 2_000), Some(&ids)).await.unwrap();
     let got: std::collections::BTreeSet<uuid::Uuid> = claimed.iter().map(|c| c.namespace_id).collect();
     assert_eq!(got, ids.into_iter().collect(), "one session of each namespace, not two of the big one");
     // The rest of the big namespace's backlog comes next.
-    let next = memex_recall::tables::claim(srv.store.pool(), "test", 60.0, 8, 0.0, Some(&ids)).await.unwrap();
+    let next =
+        memex_recall::tables::claim(srv.store.pool(), "test", 60.0, 8, 0.0, (0.0, 2_000), Some(&ids)).await.unwrap();
     assert_eq!(next.len(), 3);
     assert!(next.iter().all(|c| c.namespace_id == ids[0]));
+}
+
+/// A live session is read in batches: its next job waits until its last one has settled, unless
+/// a full job's events are waiting.
+#[tokio::test]
+async fn a_session_is_claimed_once_settled_or_a_full_job_waits() {
+    // Memory off: no worker claims meanwhile; the claim is called as the worker calls it.
+    let Some(srv) = TestServer::start().await else { return };
+    let f = crate::fixture(&srv, "settle").await;
+    append(&f.c, &f.ns, &f.session, session_events()).await;
+    let waiting = session_events().len() as u32;
+    let ids = [srv.store.namespace("settle").await.unwrap().id];
+    let claim =
+        |settle: (f64, u32)| memex_recall::tables::claim(srv.store.pool(), "test", 60.0, 8, 0.0, settle, Some(&ids));
+    // Registered just now: not settled for an hour, and more than the waiting events make a job.
+    assert!(claim((3_600.0, waiting + 1)).await.unwrap().is_empty(), "claimed before it settled");
+    // A full job waits: claimed at once.
+    let full = claim((3_600.0, waiting)).await.unwrap();
+    assert_eq!(full.len(), 1);
+    assert_eq!(full[0].head, u64::from(waiting));
+    // Leased now; once the lease is given back, a settle of zero claims it again.
+    memex_recall::tables::release(srv.store.pool(), ids[0], full[0].session_id, 0.0).await.unwrap();
+    assert_eq!(claim((0.0, waiting + 1)).await.unwrap().len(), 1);
 }

@@ -508,6 +508,50 @@ impl memex_search::Foreground for Busy {
     }
 }
 
+/// A foreground whose only load is appends.
+struct Appending(std::sync::atomic::AtomicBool);
+
+impl memex_search::Foreground for Appending {
+    fn busy(&self) -> bool {
+        false
+    }
+
+    fn ingesting(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// Appends are foreground only for the worker that runs in the lulls (no yield limit: the
+/// model's): it waits while events arrive; a worker with a yield limit (the fast tier's) does not.
+#[tokio::test]
+async fn only_the_model_worker_waits_while_events_are_appended() {
+    let srv = server_or_skip!();
+    let mut f = fixture(&srv, "yi").await;
+    f.append((0..8).map(|i| ev("note", &format!("deploy cache {i}"))).collect()).await.unwrap();
+    let appending = Arc::new(Appending(std::sync::atomic::AtomicBool::new(true)));
+    let lulls = WorkerOptions {
+        batch_size: 4,
+        poll_interval: Duration::from_millis(20),
+        max_yield: None,
+        ..WorkerOptions::default()
+    };
+    let model: Arc<dyn Embedder> = Arc::new(tiny("yi", 8));
+    let w = EmbeddingWorker::start_yielding(srv.store.clone(), model.clone(), lulls.clone(), Some(appending.clone()))
+        .await
+        .unwrap();
+    assert!(!w.wait_idle(Duration::from_millis(1500)).await.unwrap(), "{:?}", w.progress());
+    assert_eq!(w.progress().embedded_events, 0, "nothing while events are appended");
+    w.stop().await;
+
+    let limited = WorkerOptions { max_yield: Some(Duration::from_secs(1)), ..lulls };
+    let w = EmbeddingWorker::start_yielding(srv.store.clone(), model, limited, Some(appending)).await.unwrap();
+    assert!(w.wait_idle(Duration::from_secs(60)).await.unwrap(), "{:?}", w.progress());
+    let p = w.progress();
+    assert_eq!(p.embedded_events, 8);
+    assert!(p.yielded_seconds < 0.5, "appends are no reason for it to wait: {p:?}");
+    w.stop().await;
+}
+
 /// Background embedding steps aside while the foreground is busy, for at most a second per batch:
 /// it slows down under load but never stops.
 #[tokio::test]
@@ -612,5 +656,43 @@ async fn a_worker_with_a_share_rests_after_each_call() {
     assert!(started.elapsed() >= Duration::from_millis(1100), "{:?} {p:?}", started.elapsed());
     // However slow the calls were on a loaded machine, the rests were three times as long.
     assert!(started.elapsed().as_secs_f64() >= 3.5 * p.embed_seconds, "{:?} {p:?}", started.elapsed());
+    w.stop().await;
+}
+
+/// A live session is embedded in batches: its next job waits `settle` after its last one ended,
+/// unless a full job's events wait. A session never embedded goes at once.
+#[tokio::test]
+async fn a_live_session_waits_to_settle_unless_a_full_job_waits() {
+    let srv = server_or_skip!();
+    let mut f = fixture(&srv, "settle").await;
+    f.append(vec![ev("note", "the first note")]).await.unwrap();
+    let ns = srv.store.namespace("settle").await.unwrap();
+    let opts = WorkerOptions {
+        poll_interval: Duration::from_millis(20),
+        events_per_job: 8,
+        settle: Duration::from_secs(3_600),
+        ..WorkerOptions::default()
+    };
+    let m: Arc<dyn Embedder> = Arc::new(tiny("settle", 8));
+    let count = || vector_count(srv.store.pool(), ns.id, m.info());
+    let w = EmbeddingWorker::start(srv.store.clone(), m.clone(), opts).await.unwrap();
+    assert!(w.wait_idle(Duration::from_secs(60)).await.unwrap());
+    assert_eq!(count().await.unwrap(), 1);
+
+    // One more event waits for the session to settle (an hour); the worker polls every 20 ms.
+    f.append(vec![ev("note", "the second note")]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(count().await.unwrap(), 1, "embedded before its session settled");
+
+    // Nine events wait now, more than a job holds (8): a full job goes at once, and the one
+    // left over waits for the session to settle again.
+    f.append((0..8).map(|i| ev("note", &format!("note number {i}"))).collect()).await.unwrap();
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while count().await.unwrap() < 9 && std::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(count().await.unwrap(), 9);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(count().await.unwrap(), 9, "the rest waits for the session to settle");
     w.stop().await;
 }

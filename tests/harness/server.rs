@@ -56,11 +56,12 @@ pub struct Clients {
     pub channel: Channel,
 }
 
-/// Turns memory on as a test of it wants it: the worker polls often, closes a session's last
-/// turn at once and rebuilds topics without waiting.
+/// Turns memory on as a test of it wants it: the worker polls often, reads each append at once,
+/// closes a session's last turn at once and rebuilds topics without waiting.
 pub fn memory_on(config: &mut Config) {
     config.memory.enabled = true;
     config.memory.poll_interval_ms = 20;
+    config.memory.settle_ms = 0;
     config.memory.idle_close_secs = 0;
     config.memory.topic_interval_ms = 0;
 }

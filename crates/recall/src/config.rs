@@ -63,6 +63,11 @@ pub struct MemoryConfig {
     pub events_per_job: u32,
     /// Pause when there is nothing to do, in milliseconds.
     pub poll_interval_ms: u64,
+    /// A session's next job waits this long after its last one ended (milliseconds), unless a
+    /// full job's events (`events_per_job`) are waiting: a live session is read a second of
+    /// appends at a time, not once per append (each job's fixed Postgres round trips were most of
+    /// the worker's load under a fleet's single appends). 0: as soon as an event arrives.
+    pub settle_ms: u64,
     /// How long a claim keeps other replicas off a session, in seconds.
     pub lease_secs: u64,
     /// A session quiet for this long has its last turn closed (seconds); an event arriving after
@@ -92,6 +97,7 @@ impl Default for MemoryConfig {
             jobs_in_flight: 2,
             events_per_job: 2_000,
             poll_interval_ms: 500,
+            settle_ms: 1_000,
             lease_secs: 120,
             idle_close_secs: 30,
             topic_interval_ms: 2_000,

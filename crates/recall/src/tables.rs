@@ -68,7 +68,8 @@ pub struct Claim {
 }
 
 /// Registers sessions the worker has not seen, then leases up to `limit` that have new events
-/// (or whose last turn waits to be closed and who have been quiet for `idle_secs`). Namespaces
+/// (or whose last turn waits to be closed and who have been quiet for `idle_secs`), once their
+/// last job is `settle_secs` old or a full job (`full` events) waits. Namespaces
 /// take turns: each one's longest-waiting session first, then each one's second, so a bulk
 /// import into one namespace does not hold back the memory of the others.
 pub async fn claim(
@@ -77,6 +78,7 @@ pub async fn claim(
     lease_secs: f64,
     limit: u32,
     idle_secs: f64,
+    settle: (f64, u32),
     scope: Option<&[Uuid]>,
 ) -> Result<Vec<Claim>, RecallError> {
     // The namespace's session count moves with the rows this statement inserts.
@@ -107,6 +109,7 @@ pub async fn claim(
                         SELECT e.ingest_time FROM events e WHERE e.session_id = s.id AND e.seq = s.next_seq - 1
                     ) <= now() - make_interval(secs => $4)))
                AND (p.leased_until IS NULL OR p.leased_until < now())
+               AND (p.updated_at <= now() - make_interval(secs => $6) OR s.next_seq - 1 - p.fact_seq >= $7)
                AND ($3::uuid[] IS NULL OR p.namespace_id = ANY($3))
          ), c AS (
              SELECT p.namespace_id, p.session_id, due.head
@@ -122,6 +125,8 @@ pub async fn claim(
     .bind(scope)
     .bind(idle_secs)
     .bind(lease_secs)
+    .bind(settle.0)
+    .bind(i64::from(settle.1))
     .fetch_all(pool)
     .await?;
     rows.into_iter()

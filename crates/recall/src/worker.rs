@@ -221,6 +221,7 @@ async fn run(s: Arc<Shared>) {
             cfg.lease_secs as f64,
             cfg.claim_sessions,
             cfg.idle_close_secs as f64,
+            (cfg.settle_ms as f64 / 1000.0, cfg.events_per_job),
             scope(&s).as_deref(),
         )
         .await

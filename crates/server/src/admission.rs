@@ -30,6 +30,10 @@ pub struct Admission {
     /// deadline.
     pub shed: AtomicU64,
     pub expired: AtomicU64,
+    /// When the last append began, in ms after `epoch` (0: never): what the model's worker, which
+    /// runs only in the replica's lulls, counts as foreground beside the requests admitted here.
+    last_write_ms: AtomicU64,
+    epoch: Instant,
 }
 
 /// Held while an admitted RPC runs; on drop it adds its time to the mean.
@@ -63,6 +67,8 @@ impl Admission {
             held_us: Arc::new(AtomicU64::new(0)),
             shed: AtomicU64::new(0),
             expired: AtomicU64::new(0),
+            last_write_ms: AtomicU64::new(0),
+            epoch: Instant::now(),
         }
     }
 
@@ -79,6 +85,23 @@ impl Admission {
 
     /// Requests running at once from which background work steps aside.
     const BUSY_IN_FLIGHT: usize = 2;
+
+    /// How recent an append must be to count as ingest in progress: longer than the 10 ms at
+    /// which background work looks, so none between two looks is missed.
+    const INGEST_WINDOW: Duration = Duration::from_millis(20);
+
+    /// An append begins (AppendEvents, each message of StreamEvents).
+    pub fn wrote(&self) {
+        let ms = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_write_ms.store(ms.saturating_add(1), Ordering::Relaxed);
+    }
+
+    /// An append began within the last [`Self::INGEST_WINDOW`].
+    fn ingesting_now(&self) -> bool {
+        let last = self.last_write_ms.load(Ordering::Relaxed);
+        let now = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX).saturating_add(1);
+        last != 0 && now.saturating_sub(last) <= Self::INGEST_WINDOW.as_millis() as u64
+    }
 
     fn admitted(&self, permit: OwnedSemaphorePermit) -> Admitted {
         Admitted { _permit: permit, since: Instant::now(), held_us: self.held_us.clone() }
@@ -147,6 +170,10 @@ impl memex_search::Foreground for Admission {
         let in_flight = self.max_in_flight.saturating_sub(self.permits.available_permits());
         self.waiting.load(Ordering::Relaxed) > 0 || in_flight >= Self::BUSY_IN_FLIGHT
     }
+
+    fn ingesting(&self) -> bool {
+        self.ingesting_now()
+    }
 }
 
 impl memex_recall::Foreground for Admission {
@@ -187,6 +214,20 @@ pub fn patience(metadata: &tonic::metadata::MetadataMap) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An append counts as ingest in progress for a few milliseconds, for the model's worker only
+    /// (it is not request load for the others).
+    #[test]
+    fn an_append_is_ingest_for_a_moment() {
+        use memex_search::Foreground;
+        let a = Admission::new(4, 4, Duration::ZERO);
+        assert!(!a.ingesting(), "nothing appended yet");
+        a.wrote();
+        assert!(a.ingesting());
+        assert!(!Foreground::busy(&a), "appends are not request load");
+        std::thread::sleep(Admission::INGEST_WINDOW + Duration::from_millis(10));
+        assert!(!a.ingesting(), "the window has passed");
+    }
 
     #[tokio::test]
     async fn past_the_turns_and_the_queue_a_request_is_refused_at_once() {

@@ -156,6 +156,10 @@ pub struct EmbeddingConfig {
     /// Most of one core the model's background worker may take (0..=1): on a backlog it would
     /// otherwise take a core for hours. The fast tier's worker is cheap and not bounded.
     pub worker_share: f64,
+    /// A session's next embedding job waits this long after its last one ended (milliseconds),
+    /// unless a full job's events wait: a live session is embedded a second of appends at a time,
+    /// not once per append. 0: as soon as an event arrives.
+    pub settle_ms: u64,
 }
 
 /// MCP over streamable HTTP (`POST http://<http_addr>/mcp`), served beside gRPC by `memex serve`.
@@ -347,6 +351,7 @@ impl Default for EmbeddingConfig {
             static_tier: true,
             static_dir: String::new(),
             worker_share: 0.5,
+            settle_ms: 1_000,
         }
     }
 }

@@ -145,14 +145,20 @@ async fn spawn_workers(
             // Beside requests the model runs only in their lulls (see `step_aside`); a `worker`
             // replica has no requests to wait for.
             max_yield: None,
+            settle: Duration::from_millis(config.embedding.settle_ms),
             ..WorkerOptions::default()
         };
         workers.push(EmbeddingWorker::start_yielding(store.clone(), m.clone(), opts, foreground.clone()).await?);
     }
     if let Some(f) = &fast {
         // Session by session only (packs): no HNSW upkeep, so inserts keep up with any backlog.
-        let opts =
-            WorkerOptions { batch_size: 128, events_per_job: 512, vector_index: false, ..WorkerOptions::default() };
+        let opts = WorkerOptions {
+            batch_size: 128,
+            events_per_job: 512,
+            vector_index: false,
+            settle: Duration::from_millis(config.embedding.settle_ms),
+            ..WorkerOptions::default()
+        };
         workers.push(EmbeddingWorker::start_yielding(store.clone(), f.clone(), opts, foreground).await?);
     }
     Ok(workers)

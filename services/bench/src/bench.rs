@@ -103,6 +103,12 @@ pub struct IngestArgs {
     /// separate the database's share of the latency from the RPC layer's.
     #[arg(long)]
     pub direct: bool,
+    /// Before the single-append phase, wait up to this many seconds for the fast tier and the
+    /// memory worker to work off the batched phase's events (0: do not wait), so that single
+    /// appends are measured beside the background work they cause, not the batched phase's. The
+    /// model is not waited for: beside appends it works only in their lulls. In-process only.
+    #[arg(long, default_value_t = 120)]
+    pub catch_up_secs: u64,
 }
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -120,6 +126,25 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Handoff(args) => super::bench_handoff::run(args).await,
         BenchCommand::Soak(args) => super::bench_soak::run(args).await,
     }
+}
+
+/// Waits for the in-process server's fast tier and memory worker to read the batched phase's
+/// events (their lag is read from the database).
+async fn catch_up(args: &IngestArgs, namespace: &str) -> anyhow::Result<()> {
+    use super::bench_pack_loop::Backlog;
+    let config = args.config.load()?;
+    let store = memex_server::connect_store_as(&config, memex_store::Tenant::All).await?;
+    let fast = memex_server::search::fast_tier(&config.embedding)?.map(|e| e.info().clone());
+    let worker = config.embedding.worker && config.search.enabled;
+    let mut waits = Vec::new();
+    if let (Some(f), true) = (&fast, worker) {
+        waits.push(("the fast tier", Backlog::Vectors(f), 0));
+    }
+    if config.memory.enabled {
+        waits.push(("the memory worker", Backlog::Memory, 0));
+    }
+    let limit = Duration::from_secs(args.catch_up_secs);
+    super::bench_pack_loop::wait_for_backlogs("ingest", &store, namespace, &waits, limit).await
 }
 
 /// A running server at `endpoint` (with `namespace` and `api_key`), or one started in-process
@@ -197,6 +222,9 @@ async fn ingest(args: IngestArgs) -> anyhow::Result<()> {
 
     if args.direct {
         return direct_single(&args, &content).await;
+    }
+    if args.endpoint.is_none() && args.catch_up_secs > 0 {
+        catch_up(&args, &conn.namespace).await?;
     }
 
     // Phase 2: single appends at N writers, closed loop or at --rate each.

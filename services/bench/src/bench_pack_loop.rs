@@ -230,30 +230,46 @@ pub(crate) async fn fresh_sessions(
     // that had caught up before, or the measured phase would share the machine with their work on
     // the seeded events. A worker with a backlog of its own (behind a corpus loaded faster than it
     // works) goes on with it in every run: waiting for it could take hours.
+    let waits: Vec<(&str, Backlog<'_>, u64)> =
+        backlogs.iter().zip(before).map(|((name, b), before)| (*name, *b, before)).collect();
+    wait_for_backlogs("pack", store, &conn.namespace, &waits, BACKLOG_WAIT).await?;
+    Ok(out)
+}
+
+/// Waits until each worker's backlog is back to what it was (`(name, backlog, before)`), at most
+/// `limit` in all; a worker that was more than [`CAUGHT_UP`] behind is not waited for. Says
+/// what it waited for, and how long, after `tag: `.
+pub(crate) async fn wait_for_backlogs(
+    tag: &str,
+    store: &memex_store::Store,
+    namespace: &str,
+    waits: &[(&str, Backlog<'_>, u64)],
+    limit: Duration,
+) -> anyhow::Result<()> {
     let waited = Instant::now();
-    for ((name, b), before) in backlogs.iter().zip(before) {
-        if before > CAUGHT_UP {
-            println!("pack: {name} has a backlog of {before} events; not waiting for it");
+    for (name, b, before) in waits {
+        if *before > CAUGHT_UP {
+            println!("{tag}: {name} has a backlog of {before} events; not waiting for it");
             continue;
         }
         loop {
-            let lag = backlog(store, &conn.namespace, *b).await?;
-            if lag <= before {
-                println!("pack: {name} caught up with the seeded events after {:.0} s", waited.elapsed().as_secs_f64());
+            let lag = backlog(store, namespace, *b).await?;
+            if lag <= *before {
+                println!("{tag}: {name} caught up after {:.0} s", waited.elapsed().as_secs_f64());
                 break;
             }
-            if waited.elapsed() > BACKLOG_WAIT {
+            if waited.elapsed() > limit {
                 println!(
-                    "pack: {name} is still {} events behind after {:.0} s; measuring anyway",
+                    "{tag}: {name} is still {} events behind after {:.0} s; measuring anyway",
                     lag - before,
                     waited.elapsed().as_secs_f64()
                 );
                 break;
             }
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            tokio::time::sleep(Duration::from_millis(250)).await;
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 #[cfg(test)]

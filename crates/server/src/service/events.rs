@@ -85,6 +85,7 @@ impl AppState {
     }
 
     async fn commit(&self, ns: &Namespace, unit: Unit) -> Result<AppendOutcome, Status> {
+        self.admission.wrote();
         let events = unit.batch.events.len() as u64;
         let bytes = crate::quotas::batch_bytes(&unit.batch);
         self.quotas.admit(ns, events, bytes).await?;
