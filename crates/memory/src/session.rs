@@ -108,8 +108,18 @@ fn clean_tags(raw: &[String]) -> Vec<String> {
     out
 }
 
+/// Whether `open`, a session's events from `progress.turn_seq + 1` on (its open turn and what
+/// followed), close a turn (`close_last`: the session has gone quiet). When they do not,
+/// [`advance`] given only `open` answers exactly what it answers given every event from
+/// [`Progress::read_from`]: only facts move, and the open segment's closed turns, which only
+/// re-segmenting reads, need not be read. Most jobs of a live session are such jobs.
+pub fn closes_a_turn(open: &[MemEvent], close_last: bool) -> bool {
+    !open.is_empty() && (close_last || turns(open).len() > 1)
+}
+
 /// Advances a session. `events` are its events from `progress.read_from()` on, in seq order and
-/// without gaps; `close_last` closes the last turn too (the session has gone quiet).
+/// without gaps (or only those after `progress.turn_seq` when they close no turn:
+/// [`closes_a_turn`]); `close_last` closes the last turn too (the session has gone quiet).
 pub fn advance(
     progress: &Progress,
     prior: &Prior,
@@ -228,4 +238,21 @@ pub fn advance(
         out.segments.push(SegmentOut { segment, closed, features });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::ev;
+
+    #[test]
+    fn a_turn_closes_at_the_next_users_message_or_when_the_session_goes_quiet() {
+        let open = [ev(5, "user_message", "fix the parser"), ev(6, "tool_call", "cargo test").tool("Bash", "c1")];
+        assert!(!closes_a_turn(&open, false), "one turn, still open");
+        assert!(closes_a_turn(&open, true), "the session went quiet");
+        assert!(!closes_a_turn(&[], true), "nothing to close");
+        let mut next = open.to_vec();
+        next.push(ev(7, "user_message", "now the lexer"));
+        assert!(closes_a_turn(&next, false), "the next request closes the first turn");
+    }
 }

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use memex_memory::session::{Tools, advance};
+use memex_memory::session::{Tools, advance, closes_a_turn};
 use memex_memory::{Fact, Interpreter, MemEvent, Verdict};
 use memex_store::tenant::{self, Tenant};
 use memex_store::{Event, SeqRange, Store};
@@ -351,13 +351,33 @@ async fn job(s: &Shared, c: tables::Claim) -> Result<(), RecallError> {
     let store = &s.parts.store;
     let from = c.progress.read_from();
     let upto = c.head.min(c.progress.fact_seq + u64::from(cfg.events_per_job)).max(c.progress.turn_seq);
-    let events =
-        if upto >= from { read_events(store, c.namespace_id, c.session_id, from, upto).await? } else { Vec::new() };
     let quiet = chrono::Duration::seconds(cfg.idle_close_secs as i64);
-    let close_last = upto == c.head && events.last().is_some_and(|e| e.ingest_time <= c.claimed_at - quiet);
-    let prior = tables::prior(store.pool(), c.namespace_id, c.session_id, c.progress.open_seq).await?;
+    // The open turn and what followed it first: most jobs of a live session close no turn, and
+    // then only those are needed. Reading from the open segment's start every time (up to its
+    // 20 turns of 64 events, a second of appends at a time) was most of the worker's Postgres
+    // load beside a fleet's appends.
+    // (Facts are read up to the last event read, turns close within it: fact_seq >= turn_seq;
+    // the min keeps every event a fact may still need in the first read regardless.)
+    let open_from = (c.progress.turn_seq.min(c.progress.fact_seq) + 1).max(from);
+    let open = if upto >= open_from {
+        read_events(store, c.namespace_id, c.session_id, open_from, upto).await?
+    } else {
+        Vec::new()
+    };
+    let close_last = upto == c.head && open.last().is_some_and(|e| e.ingest_time <= c.claimed_at - quiet);
+    let open = mem_events(open, quiet);
+    let (events, prior) = if closes_a_turn(&open, close_last) {
+        let earlier = if open_from > from {
+            mem_events(read_events(store, c.namespace_id, c.session_id, from, open_from - 1).await?, quiet)
+        } else {
+            Vec::new()
+        };
+        let prior = tables::prior(store.pool(), c.namespace_id, c.session_id, c.progress.open_seq).await?;
+        (earlier.into_iter().chain(open).collect::<Vec<_>>(), prior)
+    } else {
+        (open, memex_memory::session::Prior::default())
+    };
     let n_new = events.iter().filter(|e| e.seq > c.progress.fact_seq).count() as u64;
-    let events = mem_events(events, quiet);
     let interpreter = s.parts.interpreter.clone();
     let vectors = s.parts.vectors.clone();
     let counter = s.parts.counter.clone();
