@@ -194,6 +194,18 @@ fn tail_block(req: &PackRequest, counter: &dyn TokenCounter) -> Tail {
             first = Some(k);
             continue;
         }
+        if chosen.is_empty() {
+            // The running count above is an estimate (a newline per entry); the block counted
+            // exactly may still hold the newest entry whole. It must then be kept whole: the
+            // next pack, anchored at this entry, renders it whole if it fits, and an excerpt here
+            // would make the same request give two packs.
+            let whole = vec![(text.clone(), tokens, item.clone())];
+            if assemble_tail(req.session_id, whole, budget, counter, false).is_some() {
+                chosen.push((text, tokens, item));
+                first = Some(k);
+                break;
+            }
+        }
         if chosen.is_empty()
             && let TailEntry::Event { event, view } = entry
         {
