@@ -706,6 +706,7 @@ async fn namespaces_take_turns_for_the_memory_worker() {
     append(&small.c, &small.ns, &small.session, session_events()).await;
     let ids =
         [srv.store.namespace("turns-big").await.unwrap().id, srv.store.namespace("turns-small").await.unwrap().id];
+    memex_recall::tables::register(srv.store.pool(), Some(&ids)).await.unwrap();
     let claimed =
         memex_recall::tables::claim(srv.store.pool(), "test", 60.0, 2, 0.0, (0.0, 2_000), Some(&ids)).await.unwrap();
     let got: std::collections::BTreeSet<uuid::Uuid> = claimed.iter().map(|c| c.namespace_id).collect();
@@ -718,7 +719,8 @@ async fn namespaces_take_turns_for_the_memory_worker() {
 }
 
 /// A live session is read in batches: its next job waits until its last one has settled, unless
-/// a full job's events are waiting.
+/// a full job's events are waiting. Only registered sessions are claimed (the worker registers
+/// new ones at most once per settle).
 #[tokio::test]
 async fn a_session_is_claimed_once_settled_or_a_full_job_waits() {
     // Memory off: no worker claims meanwhile; the claim is called as the worker calls it.
@@ -729,6 +731,9 @@ async fn a_session_is_claimed_once_settled_or_a_full_job_waits() {
     let ids = [srv.store.namespace("settle").await.unwrap().id];
     let claim =
         |settle: (f64, u32)| memex_recall::tables::claim(srv.store.pool(), "test", 60.0, 8, 0.0, settle, Some(&ids));
+    // Not registered yet: nothing to claim, however settled.
+    assert!(claim((0.0, 1)).await.unwrap().is_empty(), "claimed a session never registered");
+    memex_recall::tables::register(srv.store.pool(), Some(&ids)).await.unwrap();
     // Registered just now: not settled for an hour, and more than the waiting events make a job.
     assert!(claim((3_600.0, waiting + 1)).await.unwrap().is_empty(), "claimed before it settled");
     // A full job waits: claimed at once.

@@ -67,20 +67,9 @@ pub struct Claim {
     pub claimed_at: chrono::DateTime<chrono::Utc>,
 }
 
-/// Registers sessions the worker has not seen, then leases up to `limit` that have new events
-/// (or whose last turn waits to be closed and who have been quiet for `idle_secs`), once their
-/// last job is `settle_secs` old or a full job (`full` events) waits. Namespaces
-/// take turns: each one's longest-waiting session first, then each one's second, so a bulk
-/// import into one namespace does not hold back the memory of the others.
-pub async fn claim(
-    pool: &PgPool,
-    owner: &str,
-    lease_secs: f64,
-    limit: u32,
-    idle_secs: f64,
-    settle: (f64, u32),
-    scope: Option<&[Uuid]>,
-) -> Result<Vec<Claim>, RecallError> {
+/// Registers the sessions the worker has not seen (an anti-join over every session: the worker
+/// runs it at most once per `settle_ms`, not on every claim).
+pub async fn register(pool: &PgPool, scope: Option<&[Uuid]>) -> Result<(), RecallError> {
     // The namespace's session count moves with the rows this statement inserts.
     sqlx::query(
         "WITH added AS (
@@ -98,6 +87,23 @@ pub async fn claim(
     .bind(scope)
     .execute(pool)
     .await?;
+    Ok(())
+}
+
+/// Leases up to `limit` registered sessions ([`register`]) that have new events
+/// (or whose last turn waits to be closed and who have been quiet for `idle_secs`), once their
+/// last job is `settle_secs` old or a full job (`full` events) waits. Namespaces
+/// take turns: each one's longest-waiting session first, then each one's second, so a bulk
+/// import into one namespace does not hold back the memory of the others.
+pub async fn claim(
+    pool: &PgPool,
+    owner: &str,
+    lease_secs: f64,
+    limit: u32,
+    idle_secs: f64,
+    settle: (f64, u32),
+    scope: Option<&[Uuid]>,
+) -> Result<Vec<Claim>, RecallError> {
     type Row = (Uuid, Uuid, i64, i64, i64, Option<serde_json::Value>, i64, chrono::DateTime<chrono::Utc>);
     let rows: Vec<Row> = sqlx::query_as(
         "WITH due AS (

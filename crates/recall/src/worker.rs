@@ -213,8 +213,17 @@ async fn run(s: Arc<Shared>) {
     let poll = Duration::from_millis(s.parts.config.poll_interval_ms.max(10));
     let mut backoff = poll;
     let mut measured = Instant::now();
+    let mut registered: Option<Instant> = None;
     while !*stop.borrow() {
         let cfg = &s.parts.config;
+        // New sessions are looked for at most once per settle: the look reads every session.
+        let settle = Duration::from_millis(cfg.settle_ms);
+        if registered.is_none_or(|at| at.elapsed() >= settle) {
+            match tables::register(s.parts.store.pool(), scope(&s).as_deref()).await {
+                Ok(()) => registered = Some(Instant::now()),
+                Err(e) => record_error(&s, "registering sessions", &e),
+            }
+        }
         let claimed = match tables::claim(
             s.parts.store.pool(),
             &s.owner,

@@ -327,9 +327,16 @@ fn record_error(s: &Shared, what: &str, e: &IndexError) {
 async fn read_loop(s: Arc<Shared>, tx: mpsc::Sender<Job>) {
     let mut stop = s.stop.clone();
     let mut backoff = s.opts.poll_interval;
+    let mut registered: Option<Instant> = None;
     while !*stop.borrow() {
-        let claimed = match claim(&s).await {
-            Ok(c) => c,
+        let register = registered.is_none_or(|at| at.elapsed() >= s.opts.settle);
+        let claimed = match claim(&s, register).await {
+            Ok(c) => {
+                if register {
+                    registered = Some(Instant::now());
+                }
+                c
+            }
             Err(e) => {
                 record_error(&s, "claiming work", &e);
                 Vec::new()
@@ -375,11 +382,18 @@ async fn read_loop(s: Arc<Shared>, tx: mpsc::Sender<Job>) {
     }
 }
 
-/// Registers sessions the worker has not seen, then leases up to `claim_sessions` that are behind.
-/// Returns `(namespace, session, embedded up to, head)`.
-async fn claim(s: &Shared) -> Result<Vec<(Uuid, Uuid, u64, u64)>, IndexError> {
+/// When `register`, enrols the sessions this model has not seen (an anti-join over every session:
+/// the reader does it at most once per `settle`); then leases up to `claim_sessions` that are
+/// behind. Returns `(namespace, session, embedded up to, head)`.
+async fn claim(s: &Shared, register: bool) -> Result<Vec<(Uuid, Uuid, u64, u64)>, IndexError> {
     let model = &progress_key(s);
-    let pool = s.store.pool();
+    if register {
+        enrol(s, model).await?;
+    }
+    claim_registered(s, model).await
+}
+
+async fn enrol(s: &Shared, model: &str) -> Result<(), IndexError> {
     sqlx::query(
         "INSERT INTO embedding_progress (session_id, model, namespace_id)
          SELECT s.id, $1, s.namespace_id FROM sessions s
@@ -389,8 +403,12 @@ async fn claim(s: &Shared) -> Result<Vec<(Uuid, Uuid, u64, u64)>, IndexError> {
     )
     .bind(model)
     .bind(scope(s))
-    .execute(pool)
+    .execute(s.store.pool())
     .await?;
+    Ok(())
+}
+
+async fn claim_registered(s: &Shared, model: &str) -> Result<Vec<(Uuid, Uuid, u64, u64)>, IndexError> {
     let rows: Vec<(Uuid, Uuid, i64, i64)> = sqlx::query_as(
         "WITH c AS (
              SELECT p.session_id, s.next_seq - 1 AS head FROM embedding_progress p JOIN sessions s ON s.id = p.session_id
@@ -412,7 +430,7 @@ async fn claim(s: &Shared) -> Result<Vec<(Uuid, Uuid, u64, u64)>, IndexError> {
     .bind(busy_sessions(s))
     .bind(s.opts.settle.as_secs_f64())
     .bind(i64::from(s.opts.events_per_job))
-    .fetch_all(pool)
+    .fetch_all(s.store.pool())
     .await?;
     Ok(rows.into_iter().map(|(ns, sid, done, head)| (ns, sid, done as u64, head as u64)).collect())
 }
