@@ -500,24 +500,34 @@ async fn the_fast_tier_answers_when_the_model_cannot() {
     }
 }
 
-struct Busy(std::sync::atomic::AtomicBool);
+/// A foreground whose request load (`busy`) and appends (`appending`) a test sets.
+#[derive(Default)]
+struct Load {
+    busy: std::sync::atomic::AtomicBool,
+    appending: std::sync::atomic::AtomicBool,
+}
 
-impl memex_search::Foreground for Busy {
-    fn busy(&self) -> bool {
-        self.0.load(std::sync::atomic::Ordering::Relaxed)
+impl Load {
+    fn busy() -> Arc<Load> {
+        let l = Load::default();
+        l.busy.store(true, std::sync::atomic::Ordering::Relaxed);
+        Arc::new(l)
+    }
+
+    fn appending() -> Arc<Load> {
+        let l = Load::default();
+        l.appending.store(true, std::sync::atomic::Ordering::Relaxed);
+        Arc::new(l)
     }
 }
 
-/// A foreground whose only load is appends.
-struct Appending(std::sync::atomic::AtomicBool);
-
-impl memex_search::Foreground for Appending {
+impl memex_search::Foreground for Load {
     fn busy(&self) -> bool {
-        false
+        self.busy.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn ingesting(&self) -> bool {
-        self.0.load(std::sync::atomic::Ordering::Relaxed)
+        self.appending.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -528,7 +538,7 @@ async fn only_the_model_worker_waits_while_events_are_appended() {
     let srv = server_or_skip!();
     let mut f = fixture(&srv, "yi").await;
     f.append((0..8).map(|i| ev("note", &format!("deploy cache {i}"))).collect()).await.unwrap();
-    let appending = Arc::new(Appending(std::sync::atomic::AtomicBool::new(true)));
+    let appending = Load::appending();
     let lulls = WorkerOptions {
         batch_size: 4,
         poll_interval: Duration::from_millis(20),
@@ -559,7 +569,7 @@ async fn the_worker_steps_aside_for_requests_but_keeps_going() {
     let srv = server_or_skip!();
     let mut f = fixture(&srv, "ya").await;
     f.append((0..8).map(|i| ev("note", &format!("deploy cache {i}"))).collect()).await.unwrap();
-    let busy = Arc::new(Busy(std::sync::atomic::AtomicBool::new(true)));
+    let busy = Load::busy();
     let opts = WorkerOptions { batch_size: 4, poll_interval: Duration::from_millis(20), ..WorkerOptions::default() };
     let model: Arc<dyn Embedder> = Arc::new(tiny("ya", 8));
     let w = EmbeddingWorker::start_yielding(srv.store.clone(), model, opts, Some(busy.clone())).await.unwrap();
@@ -568,7 +578,7 @@ async fn the_worker_steps_aside_for_requests_but_keeps_going() {
     assert_eq!(p.embedded_events, 8);
     assert!(p.yielded_seconds >= 1.5, "two batches, each after a second aside: {p:?}");
     // Not busy: no waiting.
-    busy.0.store(false, std::sync::atomic::Ordering::Relaxed);
+    busy.busy.store(false, std::sync::atomic::Ordering::Relaxed);
     f.append((0..8).map(|i| ev("note", &format!("cache deploy {i}"))).collect()).await.unwrap();
     assert!(w.wait_idle(Duration::from_secs(60)).await.unwrap());
     let q = w.progress();
@@ -585,7 +595,7 @@ async fn the_model_worker_waits_for_a_quiet_foreground() {
     let srv = server_or_skip!();
     let mut f = fixture(&srv, "yq").await;
     f.append((0..8).map(|i| ev("note", &format!("deploy cache {i}"))).collect()).await.unwrap();
-    let busy = Arc::new(Busy(std::sync::atomic::AtomicBool::new(true)));
+    let busy = Load::busy();
     let opts = WorkerOptions {
         batch_size: 4,
         poll_interval: Duration::from_millis(20),
@@ -598,13 +608,13 @@ async fn the_model_worker_waits_for_a_quiet_foreground() {
         .unwrap();
     assert!(!w.wait_idle(Duration::from_millis(2500)).await.unwrap(), "{:?}", w.progress());
     assert_eq!(w.progress().embedded_events, 0, "nothing while the foreground is busy");
-    busy.0.store(false, std::sync::atomic::Ordering::Relaxed);
+    busy.busy.store(false, std::sync::atomic::Ordering::Relaxed);
     assert!(w.wait_idle(Duration::from_secs(60)).await.unwrap(), "{:?}", w.progress());
     assert_eq!(w.progress().embedded_events, 8);
     w.stop().await;
 
     // Busy again, new events: a stop while waiting returns promptly and gives the lease back.
-    busy.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    busy.busy.store(true, std::sync::atomic::Ordering::Relaxed);
     f.append((0..4).map(|i| ev("note", &format!("cache deploy {i}"))).collect()).await.unwrap();
     let w = EmbeddingWorker::start_yielding(srv.store.clone(), model.clone(), opts.clone(), Some(busy.clone()))
         .await

@@ -203,25 +203,21 @@ fn tail_block(req: &PackRequest, counter: &dyn TokenCounter) -> Tail {
             if assemble_tail(req.session_id, whole, budget, counter, false).is_some() {
                 chosen.push((text, tokens, item));
                 first = Some(k);
-                break;
-            }
-        }
-        if chosen.is_empty()
-            && let TailEntry::Event { event, view } = entry
-        {
-            // The newest event alone is over the tail budget: keep as much of it as fits.
-            let alias = SessionAliases::starting_with(req.session_id).alias(event.session_id);
-            if let Some(r) = crate::render::render_item(
-                &alias,
-                event,
-                view.as_ref(),
-                &req.terms,
-                budget.saturating_sub(used + 1),
-                counter,
-            ) {
-                let item = item_of(BlockKind::Tail, event, view.as_ref(), r.tokens, true, None);
-                chosen.push((r.text, r.tokens, Some(item)));
-                first = Some(k);
+            } else if let TailEntry::Event { event, view } = entry {
+                // The newest event alone is over the tail budget: keep as much of it as fits.
+                let alias = SessionAliases::starting_with(req.session_id).alias(event.session_id);
+                if let Some(r) = crate::render::render_item(
+                    &alias,
+                    event,
+                    view.as_ref(),
+                    &req.terms,
+                    budget.saturating_sub(used + 1),
+                    counter,
+                ) {
+                    let item = item_of(BlockKind::Tail, event, view.as_ref(), r.tokens, true, None);
+                    chosen.push((r.text, r.tokens, Some(item)));
+                    first = Some(k);
+                }
             }
         }
         break;

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use memex_memory::session::{Tools, advance, closes_a_turn};
+use memex_memory::session::{Prior, Tools, advance, closes_a_turn};
 use memex_memory::{Fact, Interpreter, MemEvent, Verdict};
 use memex_store::tenant::{self, Tenant};
 use memex_store::{Event, SeqRange, Store};
@@ -230,7 +230,7 @@ async fn run(s: Arc<Shared>) {
             cfg.lease_secs as f64,
             cfg.claim_sessions,
             cfg.idle_close_secs as f64,
-            (cfg.settle_ms as f64 / 1000.0, cfg.events_per_job),
+            (settle.as_secs_f64(), cfg.events_per_job),
             scope(&s).as_deref(),
         )
         .await
@@ -384,7 +384,7 @@ async fn job(s: &Shared, c: tables::Claim) -> Result<(), RecallError> {
         let prior = tables::prior(store.pool(), c.namespace_id, c.session_id, c.progress.open_seq).await?;
         (earlier.into_iter().chain(open).collect::<Vec<_>>(), prior)
     } else {
-        (open, memex_memory::session::Prior::default())
+        (open, Prior::default())
     };
     let n_new = events.iter().filter(|e| e.seq > c.progress.fact_seq).count() as u64;
     let interpreter = s.parts.interpreter.clone();

@@ -382,18 +382,18 @@ async fn read_loop(s: Arc<Shared>, tx: mpsc::Sender<Job>) {
     }
 }
 
-/// When `register`, enrols the sessions this model has not seen (an anti-join over every session:
+/// When `register`, registers the sessions this model has not seen (an anti-join over every session:
 /// the reader does it at most once per `settle`); then leases up to `claim_sessions` that are
 /// behind. Returns `(namespace, session, embedded up to, head)`.
 async fn claim(s: &Shared, register: bool) -> Result<Vec<(Uuid, Uuid, u64, u64)>, IndexError> {
     let model = &progress_key(s);
     if register {
-        enrol(s, model).await?;
+        register_sessions(s, model).await?;
     }
     claim_registered(s, model).await
 }
 
-async fn enrol(s: &Shared, model: &str) -> Result<(), IndexError> {
+async fn register_sessions(s: &Shared, model: &str) -> Result<(), IndexError> {
     sqlx::query(
         "INSERT INTO embedding_progress (session_id, model, namespace_id)
          SELECT s.id, $1, s.namespace_id FROM sessions s

@@ -92,15 +92,12 @@ impl Admission {
 
     /// An append begins (AppendEvents, each message of StreamEvents).
     pub fn wrote(&self) {
-        let ms = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.last_write_ms.store(ms.saturating_add(1), Ordering::Relaxed);
+        self.last_write_ms.store(self.now_ms(), Ordering::Relaxed);
     }
 
-    /// An append began within the last [`Self::INGEST_WINDOW`].
-    fn ingesting_now(&self) -> bool {
-        let last = self.last_write_ms.load(Ordering::Relaxed);
-        let now = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX).saturating_add(1);
-        last != 0 && now.saturating_sub(last) <= Self::INGEST_WINDOW.as_millis() as u64
+    /// Milliseconds since `epoch`, plus one (0 stands for never).
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX).saturating_add(1)
     }
 
     fn admitted(&self, permit: OwnedSemaphorePermit) -> Admitted {
@@ -171,8 +168,10 @@ impl memex_search::Foreground for Admission {
         self.waiting.load(Ordering::Relaxed) > 0 || in_flight >= Self::BUSY_IN_FLIGHT
     }
 
+    /// An append began within the last [`Admission::INGEST_WINDOW`].
     fn ingesting(&self) -> bool {
-        self.ingesting_now()
+        let last = self.last_write_ms.load(Ordering::Relaxed);
+        last != 0 && self.now_ms().saturating_sub(last) <= Self::INGEST_WINDOW.as_millis() as u64
     }
 }
 
