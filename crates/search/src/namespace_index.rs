@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use crate::collect::{StatsCache, top_scored};
 use crate::doc::DocSpec;
-use crate::schema::{ANALYZER, Fields, SCHEMA_VERSION, Tag, analyzer, schema, tag_text};
+use crate::schema::{ANALYZER, BODY_CONTEXT_WEIGHT, Fields, SCHEMA_VERSION, Tag, analyzer, schema, tag_text};
 use memex_pointer::LineRange;
 
 use crate::{IndexError, SearchFilter};
@@ -337,10 +337,12 @@ impl NamespaceIndex {
             Box::new(BooleanQuery::new(vec![(Occur::Must, q), (Occur::Must, only)]))
         };
         let mut text: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        // At the weight `body` is indexed for, one field scores own text and context together.
+        let own = if context_boost == BODY_CONTEXT_WEIGHT { f.body } else { f.text };
         for t in distinct {
-            let q = TermQuery::new(Term::from_field_text(f.text, t), IndexRecordOption::WithFreqs);
+            let q = TermQuery::new(Term::from_field_text(own, t), IndexRecordOption::WithFreqs);
             text.push((Occur::Should, within(Box::new(q))));
-            if context_boost > 0.0 {
+            if context_boost > 0.0 && own == f.text {
                 let q = TermQuery::new(Term::from_field_text(f.context, t), IndexRecordOption::WithFreqs);
                 text.push((Occur::Should, within(Box::new(BoostQuery::new(Box::new(q), context_boost)))));
             }
@@ -523,8 +525,12 @@ fn to_document(f: &Fields, ns: &str, d: DocSpec) -> TantivyDocument {
     doc.add_u64(f.chunk_last_line, u64::from(d.chunk_last_line));
     doc.add_u64(f.doc_key, d.doc_key);
     doc.add_text(f.text, &d.text);
+    // Own text twice, context once: see `BODY_CONTEXT_WEIGHT`.
+    doc.add_text(f.body, &d.text);
+    doc.add_text(f.body, &d.text);
     if !d.context.is_empty() {
         doc.add_text(f.context, &d.context);
+        doc.add_text(f.body, &d.context);
     }
     doc
 }
@@ -582,6 +588,38 @@ pub(crate) mod tests {
             metadata: None,
             task_state_version: None,
         }
+    }
+
+    /// At the weight `body` is indexed for, own text and context score as one field (BM25F): a
+    /// match in both beats one in the own text, which beats one in the context alone. Other
+    /// weights score the two fields apart and still find context-only matches; 0 finds none.
+    #[tokio::test]
+    async fn context_matches_score_through_the_body_field_at_its_weight() {
+        let dir = std::env::temp_dir().join(format!("memex-text-body-{}", Uuid::now_v7().simple()));
+        let (idx, _) = NamespaceIndex::open(&dir, Uuid::from_u128(1)).unwrap();
+        // (own text, context): the term is in the own text, the context, both, or neither.
+        let texts = [("zeta here", "nothing"), ("plain words", "zeta before"), ("zeta again", "zeta too"), ("x y", "")];
+        let mut ids = Vec::new();
+        for (i, (own, ctx)) in texts.iter().enumerate() {
+            let e = event(i as u64 + 1, own);
+            ids.push(e.id);
+            idx.add(crate::doc::event_docs(&e, None, None, ChunkOptions::default(), ctx)).await.unwrap();
+        }
+        idx.commit().await.unwrap();
+        let searcher = idx.searcher();
+        let terms = vec!["zeta".to_owned()];
+        let all = SearchFilter::default();
+        let order = |boost: f32| -> Vec<Uuid> {
+            idx.search(&terms, &all, 10, boost, &searcher).unwrap().iter().map(|h| h.event_id).collect()
+        };
+        assert_eq!(order(BODY_CONTEXT_WEIGHT), vec![ids[2], ids[0], ids[1]]);
+        assert_eq!(order(0.25), vec![ids[2], ids[0], ids[1]]);
+        let mut own_only = order(0.0);
+        own_only.sort();
+        let mut expected = vec![ids[0], ids[2]];
+        expected.sort();
+        assert_eq!(own_only, expected);
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     /// A merge renumbers segments; addresses from a query stay valid in that query's searcher.

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use memex_event::EventInput;
-use memex_search::{SearchFilter, SearchRequest};
+use memex_search::SearchFilter;
 use memex_server::flags::SearchArgs;
 use serde_json::json;
 use uuid::Uuid;
@@ -123,7 +123,7 @@ async fn time_queries(
     let mut ms = Vec::with_capacity(queries.len());
     let mut hits = 0usize;
     for (i, q) in queries.iter().enumerate() {
-        let mut r = SearchRequest::new(q.clone(), 10);
+        let mut r = kit.config.search.request(q.clone(), 10);
         if !hybrid {
             r.vector_weight = 0.0;
         }
