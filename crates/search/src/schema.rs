@@ -63,7 +63,7 @@ pub struct Fields {
     /// meaning often lives in the turn it answers. Indexed, not stored.
     pub context: Field,
     /// Own text and context in one field, weighted as [`BODY_CONTEXT_WEIGHT`] says. Indexed, not
-    /// stored: queries at that weight score it alone, half the postings of `text` and `context`.
+    /// stored: queries at that weight walk its one postings list per term, not `text`'s and `context`'s.
     pub body: Field,
 }
 
