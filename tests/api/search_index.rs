@@ -121,6 +121,45 @@ async fn a_rebuilt_index_answers_exactly_like_the_live_one() {
     }
 }
 
+/// When a few events have many matching chunks, the first top-n of chunks names too few events:
+/// the search asks again for more, and still returns every matching event once.
+#[tokio::test]
+async fn events_of_many_matching_chunks_are_all_found_once() {
+    let srv = server_or_skip!();
+    let ns = srv.store.create_namespace("manychunks").await.unwrap();
+    let dir = tmp("manychunks");
+    let idx = index(&srv.store, &dir, None);
+    // 10 results of several chunks (under the 8 KiB that would make an artifact), each line
+    // saying "test" twice, then 20 results saying it once: the first top-n (45 chunks) is
+    // nearly all of the 10, so the other 20 need a second, larger one.
+    let mut f = fixture(&srv, "manychunks").await;
+    for round in 0..30 {
+        let mut out = String::new();
+        for i in 0..300 {
+            if round < 10 {
+                out.push_str(&format!("line {i}: test test_{round}_{i}\n"));
+            } else if i < 5 {
+                out.push_str(&format!("line {i}: {}\n", if i == 0 { "one test" } else { "ok" }));
+            }
+        }
+        f.append(vec![call(&format!("c{round}")), result(&format!("c{round}"), &out)]).await.unwrap();
+    }
+    let mut r = SearchRequest::new("test", 30);
+    r.vector_weight = 0.0;
+    // Own text only: a call after a result would match through its context.
+    r.context_weight = 0.0;
+    // As many candidates as hits: the first top-n is 1.5 chunks per candidate.
+    r.candidates = 30;
+    let hits = idx.search(ns.id, &r).await.unwrap().hits;
+    let mut ids: Vec<Uuid> = hits.iter().map(|h| h.event_id).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), hits.len(), "each event once");
+    assert_eq!(hits.len(), 30, "every tool result");
+    assert!(hits.iter().all(|h| h.kind == "tool_result"));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// A namespace's catch-up runs in rounds of a few thousand events (so that a query waits for
 /// one round, not for the whole namespace): together they index every event once, and the
 /// index answers exactly as one built in a single pass.
