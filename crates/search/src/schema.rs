@@ -99,11 +99,6 @@ impl Fields {
 
 pub fn schema() -> (Schema, Fields) {
     let mut b = Schema::builder();
-    let text_opts = TextOptions::default()
-        .set_indexing_options(
-            TextFieldIndexing::default().set_tokenizer(ANALYZER).set_index_option(IndexRecordOption::WithFreqs),
-        )
-        .set_stored();
     let indexed_only = TextOptions::default().set_indexing_options(
         TextFieldIndexing::default().set_tokenizer(ANALYZER).set_index_option(IndexRecordOption::WithFreqs),
     );
@@ -130,7 +125,7 @@ pub fn schema() -> (Schema, Fields) {
         chunk_first_line: b.add_u64_field("chunk_first_line", STORED),
         chunk_last_line: b.add_u64_field("chunk_last_line", STORED),
         doc_key: b.add_u64_field("doc_key", FAST),
-        text: b.add_text_field("text", text_opts.clone()),
+        text: b.add_text_field("text", indexed_only.clone().set_stored()),
         context: b.add_text_field("context", indexed_only.clone()),
         body: b.add_text_field("body", indexed_only),
     };

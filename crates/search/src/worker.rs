@@ -329,14 +329,15 @@ async fn read_loop(s: Arc<Shared>, tx: mpsc::Sender<Job>) {
     let mut backoff = s.opts.poll_interval;
     let mut registered: Option<Instant> = None;
     while !*stop.borrow() {
-        let register = registered.is_none_or(|at| at.elapsed() >= s.opts.settle);
-        let claimed = match claim(&s, register).await {
-            Ok(c) => {
-                if register {
-                    registered = Some(Instant::now());
-                }
-                c
+        // New sessions are looked for at most once per settle: the look reads every session.
+        if registered.is_none_or(|at| at.elapsed() >= s.opts.settle) {
+            match register_sessions(&s).await {
+                Ok(()) => registered = Some(Instant::now()),
+                Err(e) => record_error(&s, "registering sessions", &e),
             }
+        }
+        let claimed = match claim(&s).await {
+            Ok(c) => c,
             Err(e) => {
                 record_error(&s, "claiming work", &e);
                 Vec::new()
@@ -382,18 +383,9 @@ async fn read_loop(s: Arc<Shared>, tx: mpsc::Sender<Job>) {
     }
 }
 
-/// When `register`, registers the sessions this model has not seen (an anti-join over every session:
-/// the reader does it at most once per `settle`); then leases up to `claim_sessions` that are
-/// behind. Returns `(namespace, session, embedded up to, head)`.
-async fn claim(s: &Shared, register: bool) -> Result<Vec<(Uuid, Uuid, u64, u64)>, IndexError> {
-    let model = &progress_key(s);
-    if register {
-        register_sessions(s, model).await?;
-    }
-    claim_registered(s, model).await
-}
-
-async fn register_sessions(s: &Shared, model: &str) -> Result<(), IndexError> {
+/// Registers the sessions this model has not seen (an anti-join over every session: the reader
+/// does it at most once per `settle`).
+async fn register_sessions(s: &Shared) -> Result<(), IndexError> {
     sqlx::query(
         "INSERT INTO embedding_progress (session_id, model, namespace_id)
          SELECT s.id, $1, s.namespace_id FROM sessions s
@@ -401,14 +393,16 @@ async fn register_sessions(s: &Shared, model: &str) -> Result<(), IndexError> {
            AND NOT EXISTS (SELECT 1 FROM embedding_progress p WHERE p.session_id = s.id AND p.model = $1)
          ON CONFLICT DO NOTHING",
     )
-    .bind(model)
+    .bind(progress_key(s))
     .bind(scope(s))
     .execute(s.store.pool())
     .await?;
     Ok(())
 }
 
-async fn claim_registered(s: &Shared, model: &str) -> Result<Vec<(Uuid, Uuid, u64, u64)>, IndexError> {
+/// Leases up to `claim_sessions` registered sessions that are behind ([`register_sessions`]).
+/// Returns `(namespace, session, embedded up to, head)`.
+async fn claim(s: &Shared) -> Result<Vec<(Uuid, Uuid, u64, u64)>, IndexError> {
     let rows: Vec<(Uuid, Uuid, i64, i64)> = sqlx::query_as(
         "WITH c AS (
              SELECT p.session_id, s.next_seq - 1 AS head FROM embedding_progress p JOIN sessions s ON s.id = p.session_id
@@ -422,7 +416,7 @@ async fn claim_registered(s: &Shared, model: &str) -> Result<Vec<(Uuid, Uuid, u6
          FROM c WHERE p.session_id = c.session_id AND p.model = $1
          RETURNING p.namespace_id, p.session_id, p.seq, c.head",
     )
-    .bind(model)
+    .bind(progress_key(s))
     .bind(&s.owner)
     .bind(s.opts.lease.as_secs_f64())
     .bind(i64::from(s.opts.claim_sessions))
