@@ -686,6 +686,35 @@ async fn a_restated_rule_supersedes_the_earlier_one() {
     let again = find("not even for tests", "").expect("the restated rule");
     assert_eq!(first.superseded_by, again.id, "{rules:?}");
     assert!(linter.superseded_by.is_empty() && again.superseded_by.is_empty(), "{rules:?}");
+    // The keyword rows the candidates are read through (kept by triggers) are the facts' own,
+    // supersession included.
+    let ns = srv.store.namespace("restate").await.unwrap().id;
+    let keyword_rows = |sql: &'static str| {
+        sqlx::query_as::<_, (uuid::Uuid, String, Option<chrono::DateTime<chrono::Utc>>)>(sql)
+            .bind(ns)
+            .fetch_all(srv.store.pool())
+    };
+    let from_facts = keyword_rows(
+        "SELECT DISTINCT id, k, superseded_at FROM memory_facts, unnest(keywords) k
+         WHERE namespace_id = $1 AND fact_type NOT IN ('file', 'command', 'test', 'package', 'error') ORDER BY 1, 2",
+    )
+    .await
+    .unwrap();
+    let kept = keyword_rows(
+        "SELECT fact_id, keyword, superseded_at FROM memory_fact_keywords WHERE namespace_id = $1 ORDER BY 1, 2",
+    )
+    .await
+    .unwrap();
+    assert!(kept.iter().any(|(id, _, at)| id.to_string() == first.id && at.is_some()), "{kept:?}");
+    assert_eq!(kept, from_facts);
+    // Deleting the facts (a rebuild, an erasure) takes their keyword rows with them.
+    memex_recall::reset_namespace(srv.store.pool(), ns).await.unwrap();
+    assert!(
+        keyword_rows("SELECT fact_id, keyword, superseded_at FROM memory_fact_keywords WHERE namespace_id = $1")
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// The worker's namespaces take turns: a namespace with a backlog of sessions (a bulk import)

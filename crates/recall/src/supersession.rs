@@ -180,9 +180,9 @@ pub(crate) async fn link_supersession(
     Ok(())
 }
 
-/// The fact types matched by keyword rather than chained by subject, as SQL (the partial indexes
-/// of migration `*_memory_dialogue_indexes.sql` carry the same predicate, so the planner can use
-/// them; a test checks it against [`FactType::chained_by_subject`]).
+/// The fact types matched by keyword rather than chained by subject, as SQL (the partial index
+/// of migration `*_memory_dialogue_indexes.sql` and the triggers filling `memory_fact_keywords`
+/// carry the same predicate; a test checks it against [`FactType::chained_by_subject`]).
 const DIALOGUE: &str = "f.fact_type NOT IN ('file', 'command', 'test', 'package', 'error')";
 /// Later facts read per new dialogue fact: its own superseder is the first of them restating it.
 const LATER_CANDIDATES: i64 = 8;
@@ -194,24 +194,27 @@ const LATER_CANDIDATES: i64 = 8;
 /// something not before it (only those can be relinked to it); and the first later facts
 /// restating it, in chain order (its own link is the earliest of them).
 ///
-/// The first two name only what their index holds and are scoped to the namespace, type and
-/// speaker after the join: with those columns inside, the generic plan a prepared statement
-/// gets after five runs walked every rule of the speaker through the chain-order index (105 ms),
-/// and a custom plan per call cost more to plan (2-8 ms) than to run (under 1 ms). Each
+/// The first two read `memory_fact_keywords` (one row per keyword, btree indexes): the tenant
+/// wall's policy keeps the planner from using an index through `&&` or `@>`, which are not
+/// leakproof, and on memory_facts itself they read every dialogue fact (10-17 ms a rule). When
+/// they read memory_facts with the namespace, type and speaker inside, the generic plan a
+/// prepared statement gets after five runs walked every rule of the speaker through the
+/// chain-order index (105 ms); the keyword table's indexes lead with those columns. Each
 /// candidate is then looked up by its key (a lateral read the planner cannot turn around: as a
 /// join, the generic plan walked the speaker's rules the other way, 15-40 ms).
 static DIALOGUE_CANDIDATES: std::sync::LazyLock<String> = std::sync::LazyLock::new(dialogue_candidates);
 
 fn dialogue_candidates() -> String {
+    let keyed = "k.namespace_id = $1 AND k.fact_type = $2 AND k.who = $3 AND k.keyword = ANY($4)";
     let same = format!("f.namespace_id = $1 AND f.fact_type = $2 AND f.who = $3 AND {DIALOGUE} AND f.keywords && $4");
     let close = "o.shared >= ($5::float8 - 1e-4) * (cardinality(f.keywords) + cardinality($4) - o.shared)";
     let shared = "CROSS JOIN LATERAL (SELECT count(*) AS shared FROM unnest(f.keywords) k WHERE k = ANY($4)) o";
     format!(
         "WITH c AS (
-             (SELECT f.id FROM memory_facts f WHERE {DIALOGUE} AND f.superseded_at IS NULL AND f.keywords && $4)
+             (SELECT k.fact_id AS id FROM memory_fact_keywords k WHERE {keyed} AND k.superseded_at IS NULL)
              UNION
-             (SELECT f.id FROM memory_facts f WHERE {DIALOGUE} AND f.superseded_at IS NOT NULL
-                AND tstzrange(f.when_time, f.superseded_at, '[]') @> $7 AND f.keywords && $4)
+             (SELECT k.fact_id FROM memory_fact_keywords k WHERE {keyed}
+                AND k.superseded_at >= $7 AND k.when_time <= $7)
              UNION
              (SELECT f.id FROM memory_facts f {shared}
               WHERE {same} AND {close} AND {CHAIN_ORDER_F} > ($7, $8, $9, $10)
@@ -358,5 +361,7 @@ mod tests {
         let migration = include_str!("../../../migrations/20261126000005_memory_dialogue_indexes.sql");
         let in_index = format!("fact_type NOT IN ({})", chained.join(", "));
         assert_eq!(migration.matches(&in_index).count(), 3, "each partial index carries {in_index}");
+        let keywords = include_str!("../../../migrations/20261127000010_memory_fact_keywords.sql");
+        assert_eq!(keywords.matches(&in_index).count(), 3, "both triggers and the backfill carry {in_index}");
     }
 }
