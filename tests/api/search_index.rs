@@ -409,6 +409,49 @@ async fn concurrent_queries_of_many_sessions_each_see_their_own_writes() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A query over a session finds the session's newest events without committing its catch-up
+/// (an agent loop asks every turn), with the score they have once the background catch-up has
+/// committed them; a query over the whole namespace commits.
+#[tokio::test]
+async fn a_sessions_query_finds_new_events_before_they_are_committed_with_the_same_scores() {
+    let srv = server_or_skip!();
+    let ns = srv.store.create_namespace("fresh").await.unwrap();
+    let dir = tmp("fresh");
+    let idx = index(&srv.store, &dir, None);
+    let mut f = fixture(&srv, "fresh").await;
+    f.append(vec![ev("note", "the parser fails on nested brackets"), ev("note", "unrelated words")]).await.unwrap();
+    idx.catch_up(ns.id, None).await.unwrap();
+    let commits = idx.index_stats().commits();
+    let query = |session: Option<&str>| {
+        let mut r = SearchRequest::new("nested brackets parser", 10);
+        r.vector_weight = 0.0;
+        r.filter.session_ids = session.map(|s| vec![s.parse().unwrap()]).unwrap_or_default();
+        r
+    };
+    let scored = |hits: Vec<memex_search::Hit>| -> Vec<(u64, u32)> {
+        hits.iter().map(|h| (h.seq, h.score.bm25.to_bits())).collect()
+    };
+    let mut found = Vec::new();
+    for turn in 0..3 {
+        f.append(vec![ev("note", &format!("turn {turn}: nested brackets parse now"))]).await.unwrap();
+        let hits = idx.search(ns.id, &query(Some(&f.session))).await.unwrap().hits;
+        assert!(hits.iter().any(|h| h.seq == 3 + turn), "turn {turn}: the new event is found: {hits:?}");
+        found = scored(hits);
+    }
+    assert_eq!(idx.index_stats().commits(), commits, "the session's queries committed nothing");
+    // The background catch-up commits them; the same query then scores them alike.
+    idx.catch_up(ns.id, None).await.unwrap();
+    assert_eq!(idx.index_stats().commits(), commits + 1);
+    let committed = scored(idx.search(ns.id, &query(Some(&f.session))).await.unwrap().hits);
+    assert_eq!(committed, found);
+    // A query over the namespace commits what it catches up.
+    f.append(vec![ev("note", "nested once more")]).await.unwrap();
+    let hits = idx.search(ns.id, &query(None)).await.unwrap().hits;
+    assert!(hits.iter().any(|h| h.seq == 6), "{hits:?}");
+    assert_eq!(idx.index_stats().commits(), commits + 2);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// The query's vector never holds a search up: when the model cannot answer within
 /// `query_embed_wait_ms`, or its queue is full, the search runs on BM25 alone and says so; the
 /// vector, once made, is kept for the next ask; a query whose caller is gone is not embedded.

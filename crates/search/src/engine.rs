@@ -38,6 +38,8 @@ const MAX_JOINED: usize = 16;
 struct Ranking {
     idx: Arc<NamespaceIndex>,
     searcher: tantivy::Searcher,
+    /// The fresh documents of the query's sessions, as a segment of their own.
+    fresh: Option<tantivy::Searcher>,
     best_chunk: HashMap<Uuid, ChunkHit>,
     ranked: Vec<RankedEvent>,
     vectors_used: bool,
@@ -139,20 +141,27 @@ impl SearchIndex {
         }
         let idx = self.namespace(ns).await?;
         idx.forget_sessions(sessions).await?;
-        self.catch_up_index(&idx, Some(sessions), None).await?;
+        self.catch_up_index(&idx, Some(sessions), None, false).await?;
         Ok(())
     }
 
     /// Brings the namespace's text index up to the sessions' heads in Postgres (only `sessions`
-    /// when given). Returns the number of events indexed. After it returns, every event committed
-    /// before it was called is searchable: that is read-your-writes, on any replica.
+    /// when given) and commits, fresh documents too. Returns the number of events indexed. After
+    /// it returns, every event committed before it was called is searchable: that is
+    /// read-your-writes, on any replica.
     #[tracing::instrument(name = "index.catch_up", level = "debug", skip_all)]
     pub async fn catch_up(&self, ns: Uuid, sessions: Option<&[Uuid]>) -> Result<u64, IndexError> {
         let idx = self.namespace(ns).await?;
-        match sessions {
-            Some(_) => self.catch_up_index(&idx, sessions, None).await,
-            None => self.catch_up_rounds(&idx).await,
+        let n = match sessions {
+            Some(_) => self.catch_up_index(&idx, sessions, None, false).await?,
+            None => self.catch_up_rounds(&idx).await?,
+        };
+        // Queries' catch-ups left documents uncommitted: the background catch-up commits them
+        // (`catch_up_index` does when it runs; the rounds skip it when nothing is new).
+        if idx.has_fresh()? {
+            self.catch_up_index(&idx, Some(&[]), Some(0), false).await?;
         }
+        Ok(n)
     }
 
     /// The whole namespace, in rounds of about [`ROUND_EVENTS`] events, each its own commit. A
@@ -185,7 +194,7 @@ impl SearchIndex {
             round.push(*session);
             size += missing;
             if size >= ROUND_EVENTS || i + 1 == behind.len() {
-                indexed += self.catch_up_index(idx, Some(&round), None).await?;
+                indexed += self.catch_up_index(idx, Some(&round), None, false).await?;
                 round.clear();
                 size = 0;
             }
@@ -194,11 +203,14 @@ impl SearchIndex {
     }
 
     /// `known_total`: the sessions' [`Store::head_total`], when the caller has just read it.
+    /// `fresh`: a query's own catch-up, which leaves a few documents uncommitted (see
+    /// [`crate::fresh`]) unless enough wait or the oldest has waited long enough.
     async fn catch_up_index(
         &self,
         idx: &NamespaceIndex,
         sessions: Option<&[Uuid]>,
         known_total: Option<u64>,
+        fresh: bool,
     ) -> Result<u64, IndexError> {
         let ns = idx.ns;
         let total = match known_total {
@@ -219,6 +231,15 @@ impl SearchIndex {
                 for id in s {
                     pending.remove(id);
                 }
+            }
+            // A catch-up that commits leaves nothing fresh, whatever it had to index.
+            if !fresh
+                && idx.has_fresh()?
+                && let Err(e) = self.commit(idx).await
+            {
+                idx.rollback().await;
+                *marks = idx.scan_watermarks()?;
+                return Err(e);
             }
             return Ok(0);
         }
@@ -247,6 +268,8 @@ impl SearchIndex {
         let mut docs = Vec::new();
         let mut updates = Vec::new();
         let mut indexed = 0u64;
+        // A query's catch-up keeps its documents fresh unless one batch of them went already.
+        let mut flushed = !fresh;
         let result: Result<(), IndexError> = async {
             for (session, head) in heads {
                 let mut next = marks.of(&session) + 1;
@@ -267,16 +290,27 @@ impl SearchIndex {
                     self.documents(ns, session, &new, &mut context, &mut docs).await?;
                     if docs.len() >= ADD_BATCH {
                         idx.add(std::mem::take(&mut docs)).await?;
+                        flushed = true;
                     }
                 }
                 updates.push((session, next - 1));
             }
-            idx.add(std::mem::take(&mut docs)).await?;
-            idx.commit().await
+            if flushed || idx.fresh_due(docs.len())? {
+                idx.add(std::mem::take(&mut docs)).await?;
+                self.commit(idx).await
+            } else {
+                idx.add_fresh(std::mem::take(&mut docs)).await
+            }
         }
         .await;
         if let Err(e) = result {
+            // The writer forgets what was not committed, earlier catch-ups' fresh documents too:
+            // then the watermarks go back to the committed index's.
+            let rescan = idx.has_fresh()?;
             idx.rollback().await;
+            if rescan {
+                *marks = idx.scan_watermarks()?;
+            }
             return Err(e);
         }
         for (session, seq) in updates {
@@ -284,6 +318,12 @@ impl SearchIndex {
         }
         self.stats.add_indexed(indexed);
         Ok(indexed)
+    }
+
+    async fn commit(&self, idx: &NamespaceIndex) -> Result<(), IndexError> {
+        idx.commit().await?;
+        self.stats.add_commit();
+        Ok(())
     }
 
     /// Remembers an event's text as context for the ones after it.
@@ -338,7 +378,7 @@ impl SearchIndex {
             })
             .await
             .map_err(|e| IndexError::Task(e.to_string()))??;
-            let n = self.catch_up_index(&fresh, None, None).await?;
+            let n = self.catch_up_index(&fresh, None, None, false).await?;
             drop(fresh);
             n
         };
@@ -388,8 +428,8 @@ impl SearchIndex {
     /// Hybrid search in one namespace; see the crate docs for the path.
     #[tracing::instrument(name = "index.search", level = "debug", skip_all)]
     pub async fn search(&self, ns: Uuid, req: &SearchRequest) -> Result<SearchResults, IndexError> {
-        let Ranking { idx, searcher, best_chunk, ranked, vectors_used } = self.ranking(ns, req).await?;
-        let hits = self.hydrate(ns, req, &idx, &searcher, &best_chunk, ranked).await?;
+        let Ranking { idx, searcher, fresh, best_chunk, ranked, vectors_used } = self.ranking(ns, req).await?;
+        let hits = self.hydrate(ns, req, &idx, (&searcher, fresh.as_ref()), &best_chunk, ranked).await?;
         Ok(SearchResults { hits, vectors_used })
     }
 
@@ -425,7 +465,7 @@ impl SearchIndex {
     async fn bm25_list(
         &self,
         idx: &Arc<NamespaceIndex>,
-        searcher: &tantivy::Searcher,
+        (searcher, fresh): (&tantivy::Searcher, Option<&tantivy::Searcher>),
         req: &SearchRequest,
         wants_vectors: bool,
     ) -> Result<(HashMap<Uuid, ChunkHit>, Vec<(Uuid, f32)>), IndexError> {
@@ -443,13 +483,14 @@ impl SearchIndex {
                 let idx = idx.clone();
                 let filter = req.filter.clone();
                 let searcher = searcher.clone();
+                let fresh = fresh.cloned();
                 tokio::task::spawn_blocking(move || {
                     // Most events are one chunk: one and a half chunks per event wanted is
                     // usually enough, and ask again for more when the chunks returned name too few
                     // events. Block-WAND's work grows with n (3 per event cost a third more time).
                     let mut n = want.saturating_add(want / 2);
                     loop {
-                        let chunks = idx.search(&terms, &filter, n, context_weight, &searcher)?;
+                        let chunks = idx.search(&terms, &filter, n, context_weight, &searcher, fresh.as_ref())?;
                         let events: std::collections::HashSet<Uuid> = chunks.iter().map(|c| c.event_id).collect();
                         if events.len() >= want || chunks.len() < n || n >= MAX_CANDIDATES * 48 {
                             break Ok::<_, IndexError>(chunks);
@@ -508,13 +549,24 @@ impl SearchIndex {
         validate(req)?;
         let sessions = (!req.filter.session_ids.is_empty()).then_some(&req.filter.session_ids[..]);
         let idx = self.namespace(ns).await?;
-        self.catch_up_index(&idx, sessions, sessions.and(req.heads_total))
+        // A query over some sessions keeps what its catch-up indexes fresh; one over the whole
+        // namespace commits (a segment of every session's fresh documents would cost it more).
+        self.catch_up_index(&idx, sessions, sessions.and(req.heads_total), sessions.is_some())
             .instrument(tracing::debug_span!("index.catch_up"))
             .await?;
 
         // One point-in-time searcher for the whole query: a concurrent catch-up may reload the
-        // reader, and chunk addresses do not survive a reload.
-        let searcher = idx.searcher();
+        // reader, and chunk addresses do not survive a reload. With it, the fresh documents of the
+        // query's sessions (of any session for a query over the namespace), as a segment.
+        let (searcher, fresh_docs) = idx.snapshot(sessions)?;
+        let fresh = match fresh_docs.is_empty() {
+            true => None,
+            false => Some(
+                tokio::task::spawn_blocking(move || crate::fresh::segment(fresh_docs))
+                    .await
+                    .map_err(|e| IndexError::Task(e.to_string()))??,
+            ),
+        };
         // The query's vector is computed (or found cached) while BM25 runs.
         let wants_vectors = (self.embedder.is_some() || self.fast.is_some()) && req.vector_weight > 0.0;
         let query_vector = async {
@@ -525,7 +577,8 @@ impl SearchIndex {
             let fast_fits = req.filter.names_few_sessions() || idx.num_docs() <= self.opts.exact_knn_max;
             self.query_vector(&req.query, req.tier, fast_fits).await
         };
-        let (bm25, query_vector) = tokio::join!(self.bm25_list(&idx, &searcher, req, wants_vectors), query_vector);
+        let (bm25, query_vector) =
+            tokio::join!(self.bm25_list(&idx, (&searcher, fresh.as_ref()), req, wants_vectors), query_vector);
         let (best_chunk, mut bm25_items) = bm25?;
         let query_vector = query_vector?;
 
@@ -583,7 +636,7 @@ impl SearchIndex {
                 }
             })
             .collect();
-        Ok(Ranking { idx, searcher, best_chunk, ranked, vectors_used })
+        Ok(Ranking { idx, searcher, fresh, best_chunk, ranked, vectors_used })
     }
 
     /// Reads the ranked events and the stored chunks that matched, for full hits.
@@ -592,7 +645,7 @@ impl SearchIndex {
         ns: Uuid,
         req: &SearchRequest,
         idx: &NamespaceIndex,
-        searcher: &tantivy::Searcher,
+        searchers: (&tantivy::Searcher, Option<&tantivy::Searcher>),
         best_chunk: &HashMap<Uuid, ChunkHit>,
         ranked: Vec<RankedEvent>,
     ) -> Result<Vec<Hit>, IndexError> {
@@ -620,7 +673,7 @@ impl SearchIndex {
             };
             match best_chunk.get(&e.id) {
                 Some(c) => {
-                    let stored = idx.stored(searcher, c.addr)?;
+                    let stored = idx.stored(searcher_of(searchers, c)?, c.addr)?;
                     hit.lines = stored.lines;
                     hit.source = stored.source;
                     hit.chunk = stored.chunk;
@@ -670,6 +723,18 @@ impl SearchIndex {
     }
 }
 
+/// The searcher a chunk was found in: the committed index or the query's fresh segment.
+fn searcher_of<'a>(
+    (main, fresh): (&'a tantivy::Searcher, Option<&'a tantivy::Searcher>),
+    c: &ChunkHit,
+) -> Result<&'a tantivy::Searcher, IndexError> {
+    match (c.fresh, fresh) {
+        (false, _) => Ok(main),
+        (true, Some(f)) => Ok(f),
+        (true, None) => Err(IndexError::Task("a fresh hit without its fresh segment".into())),
+    }
+}
+
 /// An event's own text has at most this many chunks in practice (it keeps an excerpt of at most
 /// a few KiB of a large output); a best chunk whose key is none of these is read to find out.
 const EVENT_CHUNKS_KNOWN: u32 = 64;
@@ -684,7 +749,7 @@ fn artifact_chunks(r: &Ranking) -> Result<HashMap<Uuid, ArtifactChunk>, IndexErr
         if crate::doc::is_event_chunk_key(&e.event_id, c.doc_key, EVENT_CHUNKS_KNOWN) {
             continue;
         }
-        let stored = r.idx.stored(&r.searcher, c.addr)?;
+        let stored = r.idx.stored(searcher_of((&r.searcher, r.fresh.as_ref()), c)?, c.addr)?;
         if stored.source == "artifact" {
             out.insert(
                 e.event_id,
@@ -802,7 +867,7 @@ mod tests {
     fn hit(session: Uuid, seq: u64, n: u128) -> (Uuid, ChunkHit) {
         let id = Uuid::from_u128(n);
         let addr = tantivy::DocAddress::new(0, n as u32);
-        (id, ChunkHit { addr, score: 0.0, doc_key: 0, event_id: id, session, seq })
+        (id, ChunkHit { addr, score: 0.0, doc_key: 0, event_id: id, session, seq, fresh: false })
     }
 
     #[test]

@@ -23,6 +23,7 @@ mod config;
 mod doc;
 mod engine;
 mod error;
+mod fresh;
 mod namespace_index;
 mod query;
 mod query_vectors;

@@ -6,13 +6,17 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use tantivy::columnar::Column;
-use tantivy::query::{BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, RangeQuery, TermQuery, TermSetQuery};
+use tantivy::query::{
+    Bm25StatisticsProvider, BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, RangeQuery, TermQuery,
+    TermSetQuery,
+};
 use tantivy::schema::{IndexRecordOption, Value};
 use tantivy::{DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term};
 use uuid::Uuid;
 
 use crate::collect::{StatsCache, top_scored};
 use crate::doc::DocSpec;
+use crate::fresh::{Combined, Fresh};
 use crate::schema::{ANALYZER, BODY_CONTEXT_WEIGHT, Fields, SCHEMA_VERSION, Tag, analyzer, schema, tag_text};
 use memex_pointer::LineRange;
 
@@ -42,9 +46,12 @@ pub(crate) struct NamespaceIndex {
     columns: Mutex<HashMap<tantivy::index::SegmentId, Arc<IdColumns>>>,
     /// BM25 statistics of the current searcher generation.
     stats: StatsCache,
+    /// Documents in the writer but not committed yet, for the queries of their sessions.
+    fresh: Mutex<Fresh>,
 }
 
-/// Indexed seq per session (every event up to it has its documents committed), and their sum.
+/// Indexed seq per session (every event up to it has its documents in the writer: committed, or
+/// fresh and searched by the queries of its session), and their sum.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct Watermarks {
     pub by_session: HashMap<Uuid, u64>,
@@ -83,6 +90,8 @@ pub(crate) struct ChunkHit {
     /// The event's session and seq (fast fields), for neighbour smoothing.
     pub session: Uuid,
     pub seq: u64,
+    /// Found in the query's fresh segment rather than the committed index.
+    pub fresh: bool,
 }
 
 /// The stored fields a hit reports.
@@ -172,6 +181,7 @@ impl NamespaceIndex {
             pending: Mutex::new(std::collections::HashSet::new()),
             columns: Mutex::new(HashMap::new()),
             stats: StatsCache::default(),
+            fresh: Mutex::new(Fresh::default()),
         };
         let marks = ni.scan_watermarks()?;
         *ni.state.try_lock().map_err(|e| IndexError::Task(e.to_string()))? = marks;
@@ -181,7 +191,7 @@ impl NamespaceIndex {
     /// Reads every document's (session, seq) from the fast fields: the highest seq per session is
     /// that session's watermark, because a catch-up commits all documents of the events it indexed
     /// at once and every event has at least one document.
-    fn scan_watermarks(&self) -> Result<Watermarks, IndexError> {
+    pub fn scan_watermarks(&self) -> Result<Watermarks, IndexError> {
         let searcher = self.reader.searcher();
         let mut marks = Watermarks::default();
         for seg in searcher.segment_readers() {
@@ -208,24 +218,76 @@ impl NamespaceIndex {
 
     /// Hands documents to the writer (on the blocking pool); they become visible at `commit`.
     pub async fn add(&self, docs: Vec<DocSpec>) -> Result<(), IndexError> {
+        self.add_docs(docs, false).await
+    }
+
+    /// Hands documents to the writer and keeps a copy as fresh: the queries of their sessions
+    /// search them before they are committed. Called with the watermark lock held.
+    pub async fn add_fresh(&self, docs: Vec<DocSpec>) -> Result<(), IndexError> {
+        self.add_docs(docs, true).await
+    }
+
+    async fn add_docs(&self, docs: Vec<DocSpec>, fresh: bool) -> Result<(), IndexError> {
         if docs.is_empty() {
             return Ok(());
         }
         let writer = self.writer.clone();
         let fields = self.fields;
         let ns = self.ns.to_string();
-        tokio::task::spawn_blocking(move || -> Result<(), IndexError> {
+        let kept = tokio::task::spawn_blocking(move || -> Result<Vec<(Uuid, TantivyDocument)>, IndexError> {
             let w = writer.lock().map_err(|e| IndexError::Task(e.to_string()))?;
+            let mut kept = Vec::new();
             for d in docs {
-                w.add_document(to_document(&fields, &ns, d))?;
+                let session = d.session;
+                let doc = to_document(&fields, &ns, d);
+                if fresh {
+                    kept.push((session, doc.clone()));
+                }
+                w.add_document(doc)?;
             }
-            Ok(())
+            Ok(kept)
         })
         .await
-        .map_err(|e| IndexError::Task(e.to_string()))?
+        .map_err(|e| IndexError::Task(e.to_string()))??;
+        if !kept.is_empty() {
+            let mut f = self.fresh_lock()?;
+            for (session, doc) in kept {
+                f.add(session, doc);
+            }
+        }
+        Ok(())
     }
 
-    /// Commits everything added and makes it visible to searches.
+    fn fresh_lock(&self) -> Result<std::sync::MutexGuard<'_, Fresh>, IndexError> {
+        self.fresh.lock().map_err(|_| IndexError::Task("fresh documents lock poisoned".into()))
+    }
+
+    /// Whether a catch-up adding `more` documents should commit rather than keep them fresh.
+    pub fn fresh_due(&self, more: usize) -> Result<bool, IndexError> {
+        Ok(self.fresh_lock()?.due(more))
+    }
+
+    pub fn has_fresh(&self) -> Result<bool, IndexError> {
+        Ok(!self.fresh_lock()?.is_empty())
+    }
+
+    /// The committed index as of now and the fresh documents of `sessions` (all when None),
+    /// together: a commit reloads the reader and forgets the fresh documents under the same lock,
+    /// so a document is in exactly one of the two.
+    pub fn snapshot(&self, sessions: Option<&[Uuid]>) -> Result<(Searcher, Vec<TantivyDocument>), IndexError> {
+        let f = self.fresh_lock()?;
+        Ok((self.reader.searcher(), f.of(sessions)))
+    }
+
+    /// Reloads the reader (after a commit) and forgets the fresh documents, which it now holds.
+    fn reload(&self) -> Result<(), IndexError> {
+        let mut f = self.fresh_lock()?;
+        self.reader.reload()?;
+        f.clear();
+        Ok(())
+    }
+
+    /// Commits everything added (fresh documents too) and makes it visible to searches.
     pub async fn commit(&self) -> Result<(), IndexError> {
         let writer = self.writer.clone();
         tokio::task::spawn_blocking(move || -> Result<(), IndexError> {
@@ -234,8 +296,7 @@ impl NamespaceIndex {
         })
         .await
         .map_err(|e| IndexError::Task(e.to_string()))??;
-        self.reader.reload()?;
-        Ok(())
+        self.reload()
     }
 
     /// Deletes every document of `sessions` and commits, and marks them unindexed, so the next
@@ -258,15 +319,16 @@ impl NamespaceIndex {
         })
         .await
         .map_err(|e| IndexError::Task(e.to_string()))??;
-        self.reader.reload()?;
+        self.reload()?;
         for s in sessions {
             marks.set(*s, 0);
         }
         Ok(())
     }
 
-    /// Drops everything added since the last commit (after a failed catch-up, so the index never
-    /// holds part of what the watermarks do not record).
+    /// Drops everything added since the last commit, fresh documents too (after a failed
+    /// catch-up, so the index never holds part of what the watermarks do not record). The caller
+    /// resets the watermarks to the committed index's ([`Self::scan_watermarks`]).
     pub async fn rollback(&self) {
         let writer = self.writer.clone();
         let _ = tokio::task::spawn_blocking(move || {
@@ -275,11 +337,16 @@ impl NamespaceIndex {
             }
         })
         .await;
+        if let Ok(mut f) = self.fresh.lock() {
+            f.clear();
+        }
     }
 
     /// The best chunks for `terms` (analysed query terms) under `filter`, best first, at least
     /// every chunk scoring as high as the `limit`-th (so ties at the cut are all present), ordered
     /// by score, then `doc_key`: the same order in any index holding the same documents.
+    /// `fresh`: the query's fresh segment ([`crate::fresh::segment`]), searched too, both scored
+    /// with the statistics of the two together.
     pub fn search(
         &self,
         terms: &[String],
@@ -287,6 +354,7 @@ impl NamespaceIndex {
         limit: usize,
         context_boost: f32,
         searcher: &Searcher,
+        fresh: Option<&Searcher>,
     ) -> Result<Vec<ChunkHit>, IndexError> {
         if terms.is_empty() || limit == 0 {
             return Ok(Vec::new());
@@ -294,10 +362,36 @@ impl NamespaceIndex {
         let query = self.query(terms, filter, context_boost);
         // Every match is in one of a few sessions: segments without them are skipped.
         let sessions = self.few_sessions(filter);
-        let stats = self.stats.of(searcher);
+        let cached = self.stats.of(searcher);
+        let combined;
+        let stats: &dyn Bm25StatisticsProvider = match fresh {
+            Some(f) => {
+                combined = Combined { main: &cached, fresh: f };
+                &combined
+            }
+            None => &cached,
+        };
+        let mut hits = self.top_hits(searcher, stats, &query, limit, sessions.as_deref(), false)?;
+        if let Some(f) = fresh {
+            hits.extend(self.top_hits(f, stats, &query, limit, sessions.as_deref(), true)?);
+        }
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.doc_key.cmp(&b.doc_key)));
+        Ok(hits)
+    }
+
+    /// The best chunks of one searcher: at least every chunk scoring as high as its `limit`-th.
+    fn top_hits(
+        &self,
+        searcher: &Searcher,
+        stats: &dyn Bm25StatisticsProvider,
+        query: &BooleanQuery,
+        limit: usize,
+        sessions: Option<&[Term]>,
+        fresh: bool,
+    ) -> Result<Vec<ChunkHit>, IndexError> {
         let mut n = limit;
         let top = loop {
-            let top = top_scored(searcher, &stats, &query, n, sessions.as_deref())?;
+            let top = top_scored(searcher, stats, query, n, sessions)?;
             let cut = top.get(limit - 1).map(|t| stable_score(t.0));
             let complete = top.len() < n || n >= 1 << 20 || top.last().map(|t| stable_score(t.0)) < cut;
             if complete {
@@ -310,15 +404,18 @@ impl NamespaceIndex {
         for (score, addr) in top {
             let c = match cols.entry(addr.segment_ord) {
                 std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+                // A fresh segment lives for one query: nothing to cache.
+                std::collections::hash_map::Entry::Vacant(v) if fresh => {
+                    v.insert(Arc::new(IdColumns::open(searcher.segment_reader(addr.segment_ord))?))
+                }
                 std::collections::hash_map::Entry::Vacant(v) => v.insert(self.id_columns(searcher, addr.segment_ord)?),
             };
             let Some(event_id) = c.event(addr.doc_id) else { continue };
             let doc_key = c.doc_key.first(addr.doc_id).unwrap_or(0);
             let seq = c.seq.first(addr.doc_id).unwrap_or(0);
             let session = c.session(addr.doc_id).unwrap_or_default();
-            hits.push(ChunkHit { addr, score: stable_score(score), doc_key, event_id, session, seq });
+            hits.push(ChunkHit { addr, score: stable_score(score), doc_key, event_id, session, seq, fresh });
         }
-        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.doc_key.cmp(&b.doc_key)));
         Ok(hits)
     }
 
@@ -419,6 +516,7 @@ impl NamespaceIndex {
 
     /// A point-in-time view of the index. A `DocAddress` is only meaningful in the searcher that
     /// produced it (a reload renumbers segments), so one query uses one searcher throughout.
+    #[cfg(test)]
     pub fn searcher(&self) -> Searcher {
         self.reader.searcher()
     }
@@ -610,7 +708,7 @@ pub(crate) mod tests {
         let terms = vec!["zeta".to_owned()];
         let all = SearchFilter::default();
         let order = |boost: f32| -> Vec<Uuid> {
-            idx.search(&terms, &all, 10, boost, &searcher).unwrap().iter().map(|h| h.event_id).collect()
+            idx.search(&terms, &all, 10, boost, &searcher, None).unwrap().iter().map(|h| h.event_id).collect()
         };
         assert_eq!(order(BODY_CONTEXT_WEIGHT), vec![ids[2], ids[0], ids[1]]);
         assert_eq!(order(0.25), vec![ids[2], ids[0], ids[1]]);
@@ -635,7 +733,7 @@ pub(crate) mod tests {
         }
         let searcher = idx.searcher();
         assert_eq!(searcher.segment_readers().len(), texts.len());
-        let hits = idx.search(&["common".to_owned()], &SearchFilter::default(), 10, 0.0, &searcher).unwrap();
+        let hits = idx.search(&["common".to_owned()], &SearchFilter::default(), 10, 0.0, &searcher, None).unwrap();
         assert_eq!(hits.len(), texts.len());
 
         // Merge everything into one segment and reload: the addresses of `hits` mean nothing in
@@ -683,8 +781,8 @@ pub(crate) mod tests {
         let view = |h: &[ChunkHit]| h.iter().map(|c| (c.event_id, c.session, c.seq, c.score)).collect::<Vec<_>>();
         for context_boost in [0.0, 0.5] {
             // Small filters intersect each term with the sessions; large ones filter the union.
-            let a = idx.search(&terms, &small, 10, context_boost, &searcher).unwrap();
-            let b = idx.search(&terms, &large, 10, context_boost, &searcher).unwrap();
+            let a = idx.search(&terms, &small, 10, context_boost, &searcher, None).unwrap();
+            let b = idx.search(&terms, &large, 10, context_boost, &searcher, None).unwrap();
             assert_eq!(view(&a), view(&b));
             // Session 10 holds events 1, 3 and 5, and each says one of the terms.
             let mut found: Vec<u64> = a.iter().map(|h| h.seq).collect();

@@ -12,6 +12,7 @@ pub struct IndexStats {
     /// the start of the last background catch-up of that namespace.
     behind: Mutex<HashMap<Uuid, u64>>,
     indexed: AtomicU64,
+    commits: AtomicU64,
 }
 
 impl IndexStats {
@@ -23,6 +24,16 @@ impl IndexStats {
     /// Events indexed since the process started.
     pub fn indexed_events(&self) -> u64 {
         self.indexed.load(Ordering::Relaxed)
+    }
+
+    /// Commits of the text indexes since the process started (a query over a few sessions does
+    /// not commit its catch-up: the background one commits, about once a `sync_interval_ms`).
+    pub fn commits(&self) -> u64 {
+        self.commits.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn add_commit(&self) {
+        self.commits.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn set_behind(&self, ns: Uuid, events: u64) {

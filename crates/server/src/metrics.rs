@@ -199,11 +199,11 @@ pub fn pool_metrics(name: &'static str, pool: &sqlx::PgPool) -> Vec<Observer> {
     ]
 }
 
-/// `memex.index.lag` and `memex.index.events` of this replica's text indexes. (The query-vector
+/// `memex.index.lag`, `memex.index.events` and `memex.index.commits` of this replica's text indexes. (The query-vector
 /// cache's `memex.query_vectors{outcome}` is the search runtime's, `search.rs`.)
 pub fn index_metrics(index: &memex_search::SearchIndex) -> Vec<Observer> {
     let meter = meter();
-    let (lag, indexed) = (index.index_stats(), index.index_stats());
+    let (lag, indexed, commits) = (index.index_stats(), index.index_stats(), index.index_stats());
     vec![
         Observer::Gauge(
             meter
@@ -221,6 +221,14 @@ pub fn index_metrics(index: &memex_search::SearchIndex) -> Vec<Observer> {
                 .with_description("Events taken into this replica's text indexes")
                 .with_unit("{event}")
                 .with_callback(move |o| o.observe(indexed.indexed_events(), &[]))
+                .build(),
+        ),
+        Observer::Counter(
+            meter
+                .u64_observable_counter("memex.index.commits")
+                .with_description("Commits of this replica's text indexes")
+                .with_unit("{commit}")
+                .with_callback(move |o| o.observe(commits.commits(), &[]))
                 .build(),
         ),
     ]
