@@ -556,16 +556,11 @@ impl SearchIndex {
             .await?;
 
         // One point-in-time searcher for the whole query: a concurrent catch-up may reload the
-        // reader, and chunk addresses do not survive a reload. With it, the fresh documents of the
-        // query's sessions (of any session for a query over the namespace), as a segment.
-        let (searcher, fresh_docs) = idx.snapshot(sessions)?;
-        let fresh = match fresh_docs.is_empty() {
-            true => None,
-            false => Some(
-                tokio::task::spawn_blocking(move || crate::fresh::segment(fresh_docs))
-                    .await
-                    .map_err(|e| IndexError::Task(e.to_string()))??,
-            ),
+        // reader, and chunk addresses do not survive a reload. With it, the fresh documents as a
+        // segment (the query's filter narrows them to its sessions).
+        let (searcher, fresh) = {
+            let idx = idx.clone();
+            tokio::task::spawn_blocking(move || idx.snapshot()).await.map_err(|e| IndexError::Task(e.to_string()))??
         };
         // The query's vector is computed (or found cached) while BM25 runs.
         let wants_vectors = (self.embedder.is_some() || self.fast.is_some()) && req.vector_weight > 0.0;

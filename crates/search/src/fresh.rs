@@ -3,14 +3,15 @@
 //! A query over a few sessions first catches those sessions up (read-your-writes). Committing
 //! that catch-up made a segment per agent turn: at 64 turns/s the index's commits, segment files
 //! and merges took about a third of the machine. Now a query's catch-up hands its documents to the
-//! writer without committing and keeps a copy here; the query searches the copies of its sessions
-//! in a small in-RAM segment built for it, and the background catch-up (or a catch-up that finds
-//! [`FRESH_MAX_DOCS`] waiting, or the oldest older than [`FRESH_MAX_AGE`]) commits them all at once.
+//! writer without committing and keeps a copy here; queries search the copies in a small in-RAM
+//! segment (built once per change of the copies, shared by the queries until the next), and the
+//! background catch-up (or a catch-up that finds [`FRESH_MAX_DOCS`] waiting, or the oldest older
+//! than [`FRESH_MAX_AGE`]) commits them all at once.
 //!
-//! Both the committed index and the fresh segment are scored with their statistics summed
-//! ([`Combined`]), which are the statistics the index has once the fresh documents are committed:
-//! a query's scores do not depend on whether its documents were committed yet.
-use std::collections::HashMap;
+//! The segment holds every fresh document, whatever sessions the query asks for (its filter
+//! narrows the hits), and both it and the committed index are scored with their statistics summed
+//! ([`Combined`]): the statistics of everything the replica has caught up, as the index has them
+//! once committed. A query's scores do not depend on what was committed yet.
 use std::time::{Duration, Instant};
 
 use tantivy::directory::RamDirectory;
@@ -18,58 +19,68 @@ use tantivy::query::Bm25StatisticsProvider;
 use tantivy::schema::Field;
 use tantivy::tokenizer::TokenizerManager;
 use tantivy::{IndexBuilder, ReloadPolicy, Searcher, TantivyDocument, Term};
-use uuid::Uuid;
 
 use crate::IndexError;
 use crate::schema::{ANALYZER, analyzer, schema};
 
-/// Fresh documents a namespace keeps at most before a catch-up commits them.
-pub(crate) const FRESH_MAX_DOCS: usize = 2_000;
+/// Fresh documents a namespace keeps at most before a catch-up commits them: each change of them
+/// costs the next query a segment of them all.
+pub(crate) const FRESH_MAX_DOCS: usize = 500;
 /// How long the oldest fresh document waits at most before a catch-up commits it (the background
 /// catch-up commits every `sync_interval_ms` anyway).
 pub(crate) const FRESH_MAX_AGE: Duration = Duration::from_secs(2);
 /// Memory for the term table of a query's fresh segment: a few turns' documents.
 const SEGMENT_BUDGET: usize = 1 << 20;
 
-/// The uncommitted documents, by session. Changed only under the index's watermark lock (as the
-/// writer is), read under its own lock together with the searcher (see `NamespaceIndex::snapshot`).
+/// The uncommitted documents. Changed only under the index's watermark lock (as the writer is),
+/// read under its own lock together with the searcher (see `NamespaceIndex::snapshot`).
 #[derive(Default)]
 pub(crate) struct Fresh {
-    by_session: HashMap<Uuid, Vec<TantivyDocument>>,
-    count: usize,
+    docs: Vec<TantivyDocument>,
     since: Option<Instant>,
+    /// Bumped by every change: names the segment built from `docs`.
+    version: u64,
+    segment: Option<(u64, Searcher)>,
 }
 
 impl Fresh {
-    pub fn add(&mut self, session: Uuid, doc: TantivyDocument) {
-        self.by_session.entry(session).or_default().push(doc);
-        self.count += 1;
+    pub fn add(&mut self, docs: Vec<TantivyDocument>) {
+        if docs.is_empty() {
+            return;
+        }
+        self.docs.extend(docs);
         self.since.get_or_insert_with(Instant::now);
+        self.version += 1;
     }
 
     pub fn clear(&mut self) {
-        *self = Fresh::default();
+        let version = self.version + 1;
+        *self = Fresh { version, ..Fresh::default() };
     }
 
     pub fn is_empty(&self) -> bool {
-        self.count == 0
+        self.docs.is_empty()
     }
 
     /// Whether adding `more` documents should commit instead.
     pub fn due(&self, more: usize) -> bool {
-        self.count + more > FRESH_MAX_DOCS || self.since.is_some_and(|t| t.elapsed() >= FRESH_MAX_AGE)
+        self.docs.len() + more > FRESH_MAX_DOCS || self.since.is_some_and(|t| t.elapsed() >= FRESH_MAX_AGE)
     }
 
-    /// Copies of the documents of `sessions` (all when None).
-    pub fn of(&self, sessions: Option<&[Uuid]>) -> Vec<TantivyDocument> {
-        match sessions {
-            None => self.by_session.values().flatten().cloned().collect(),
-            Some(ids) => {
-                let mut ids = ids.to_vec();
-                ids.sort_unstable();
-                ids.dedup();
-                ids.iter().filter_map(|s| self.by_session.get(s)).flatten().cloned().collect()
-            }
+    /// The segment of the documents as they are, if one was built; else the version and copies
+    /// to build it from (outside the lock), then [`Fresh::keep`].
+    pub fn segment(&self) -> Result<Option<Searcher>, (u64, Vec<TantivyDocument>)> {
+        match &self.segment {
+            _ if self.docs.is_empty() => Ok(None),
+            Some((v, s)) if *v == self.version => Ok(Some(s.clone())),
+            _ => Err((self.version, self.docs.clone())),
+        }
+    }
+
+    /// Keeps a segment built from `version`'s documents, unless they have changed since.
+    pub fn keep(&mut self, version: u64, segment: &Searcher) {
+        if version == self.version {
+            self.segment = Some((version, segment.clone()));
         }
     }
 }
@@ -150,8 +161,8 @@ mod tests {
         let (all, _) = NamespaceIndex::open(&base.join("all"), uuid::Uuid::from_u128(9)).unwrap();
         all.add(docs(0..5)).await.unwrap();
         all.commit().await.unwrap();
-        let (s, none) = all.snapshot(None).unwrap();
-        assert!(none.is_empty());
+        let (s, none) = all.snapshot().unwrap();
+        assert!(none.is_none());
         let committed = scored(all.search(&terms, &SearchFilter::default(), 10, 0.5, &s, None).unwrap());
         let committed_1 = scored(all.search(&terms, &session_1, 10, 0.5, &s, None).unwrap());
         assert_eq!(committed.len(), 3, "{committed:?}");
@@ -163,29 +174,28 @@ mod tests {
         part.commit().await.unwrap();
         part.add_fresh(docs(2..5)).await.unwrap();
         assert!(part.has_fresh().unwrap());
-        let (s, fresh) = part.snapshot(None).unwrap();
+        let (s, segment) = part.snapshot().unwrap();
         assert_eq!(s.num_docs(), 2, "fresh documents are not committed");
-        let segment = super::segment(fresh).unwrap();
+        let segment = segment.expect("a fresh segment");
         let found = scored(part.search(&terms, &SearchFilter::default(), 10, 0.5, &s, Some(&segment)).unwrap());
         let strip = |v: &[(uuid::Uuid, f32, bool)]| v.iter().map(|(id, score, _)| (*id, *score)).collect::<Vec<_>>();
         assert_eq!(strip(&found), strip(&committed));
         assert_eq!(found.iter().filter(|h| h.2).count(), 2, "two of the hits are fresh: {found:?}");
 
-        // A query for session 1 searches session 1's fresh documents only, with the same scores.
-        let (s, fresh_1) = part.snapshot(Some(&[uuid::Uuid::from_u128(1)])).unwrap();
-        assert_eq!(fresh_1.len(), 1);
-        let segment = super::segment(fresh_1).unwrap();
+        // A query for session 1 finds session 1's, with the same scores, and the segment is shared
+        // until the fresh documents change.
+        let (s, again) = part.snapshot().unwrap();
+        assert!(
+            again.is_some_and(|a| a.segment_readers()[0].segment_id() == segment.segment_readers()[0].segment_id())
+        );
         let found_1 = scored(part.search(&terms, &session_1, 10, 0.5, &s, Some(&segment)).unwrap());
-        // The statistics differ from the whole namespace's (session 2's fresh documents are not in
-        // this segment), so only the hits are compared.
-        let ids = |v: &[(uuid::Uuid, f32, bool)]| v.iter().map(|h| h.0).collect::<Vec<_>>();
-        assert_eq!(ids(&found_1), ids(&committed_1));
+        assert_eq!(strip(&found_1), strip(&committed_1));
 
         // A commit takes them into the index and forgets them.
         part.commit().await.unwrap();
         assert!(!part.has_fresh().unwrap());
-        let (s, none) = part.snapshot(None).unwrap();
-        assert!(none.is_empty());
+        let (s, none) = part.snapshot().unwrap();
+        assert!(none.is_none());
         assert_eq!(s.num_docs(), 5);
         let after = scored(part.search(&terms, &SearchFilter::default(), 10, 0.5, &s, None).unwrap());
         assert_eq!(after, committed);

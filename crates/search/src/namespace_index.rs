@@ -234,14 +234,13 @@ impl NamespaceIndex {
         let writer = self.writer.clone();
         let fields = self.fields;
         let ns = self.ns.to_string();
-        let kept = tokio::task::spawn_blocking(move || -> Result<Vec<(Uuid, TantivyDocument)>, IndexError> {
+        let kept = tokio::task::spawn_blocking(move || -> Result<Vec<TantivyDocument>, IndexError> {
             let w = writer.lock().map_err(|e| IndexError::Task(e.to_string()))?;
             let mut kept = Vec::new();
             for d in docs {
-                let session = d.session;
                 let doc = to_document(&fields, &ns, d);
                 if fresh {
-                    kept.push((session, doc.clone()));
+                    kept.push(doc.clone());
                 }
                 w.add_document(doc)?;
             }
@@ -249,12 +248,7 @@ impl NamespaceIndex {
         })
         .await
         .map_err(|e| IndexError::Task(e.to_string()))??;
-        if !kept.is_empty() {
-            let mut f = self.fresh_lock()?;
-            for (session, doc) in kept {
-                f.add(session, doc);
-            }
-        }
+        self.fresh_lock()?.add(kept);
         Ok(())
     }
 
@@ -271,12 +265,21 @@ impl NamespaceIndex {
         Ok(!self.fresh_lock()?.is_empty())
     }
 
-    /// The committed index as of now and the fresh documents of `sessions` (all when None),
-    /// together: a commit reloads the reader and forgets the fresh documents under the same lock,
-    /// so a document is in exactly one of the two.
-    pub fn snapshot(&self, sessions: Option<&[Uuid]>) -> Result<(Searcher, Vec<TantivyDocument>), IndexError> {
-        let f = self.fresh_lock()?;
-        Ok((self.reader.searcher(), f.of(sessions)))
+    /// The committed index as of now and a segment of the fresh documents (None: there are
+    /// none), together: a commit reloads the reader and forgets the fresh documents under the same
+    /// lock, so a document is in exactly one of the two. The segment is built once per change of
+    /// the fresh documents (on the caller's thread: call it from the blocking pool).
+    pub fn snapshot(&self) -> Result<(Searcher, Option<Searcher>), IndexError> {
+        let (searcher, (version, docs)) = {
+            let f = self.fresh_lock()?;
+            match f.segment() {
+                Ok(segment) => return Ok((self.reader.searcher(), segment)),
+                Err(build) => (self.reader.searcher(), build),
+            }
+        };
+        let segment = crate::fresh::segment(docs)?;
+        self.fresh_lock()?.keep(version, &segment);
+        Ok((searcher, Some(segment)))
     }
 
     /// Reloads the reader (after a commit) and forgets the fresh documents, which it now holds.
