@@ -38,8 +38,8 @@ const MAX_JOINED: usize = 16;
 struct Ranking {
     idx: Arc<NamespaceIndex>,
     searcher: tantivy::Searcher,
-    /// The fresh documents of the query's sessions, as a segment of their own.
-    fresh: Option<tantivy::Searcher>,
+    /// The fresh parts of the index as the query found them.
+    fresh: Vec<crate::fresh::Part>,
     best_chunk: HashMap<Uuid, ChunkHit>,
     ranked: Vec<RankedEvent>,
     vectors_used: bool,
@@ -429,7 +429,7 @@ impl SearchIndex {
     #[tracing::instrument(name = "index.search", level = "debug", skip_all)]
     pub async fn search(&self, ns: Uuid, req: &SearchRequest) -> Result<SearchResults, IndexError> {
         let Ranking { idx, searcher, fresh, best_chunk, ranked, vectors_used } = self.ranking(ns, req).await?;
-        let hits = self.hydrate(ns, req, &idx, (&searcher, fresh.as_ref()), &best_chunk, ranked).await?;
+        let hits = self.hydrate(ns, req, &idx, (&searcher, &fresh), &best_chunk, ranked).await?;
         Ok(SearchResults { hits, vectors_used })
     }
 
@@ -465,7 +465,7 @@ impl SearchIndex {
     async fn bm25_list(
         &self,
         idx: &Arc<NamespaceIndex>,
-        (searcher, fresh): (&tantivy::Searcher, Option<&tantivy::Searcher>),
+        (searcher, fresh): (&tantivy::Searcher, &[crate::fresh::Part]),
         req: &SearchRequest,
         wants_vectors: bool,
     ) -> Result<(HashMap<Uuid, ChunkHit>, Vec<(Uuid, f32)>), IndexError> {
@@ -483,14 +483,14 @@ impl SearchIndex {
                 let idx = idx.clone();
                 let filter = req.filter.clone();
                 let searcher = searcher.clone();
-                let fresh = fresh.cloned();
+                let fresh = fresh.to_vec();
                 tokio::task::spawn_blocking(move || {
                     // Most events are one chunk: one and a half chunks per event wanted is
                     // usually enough, and ask again for more when the chunks returned name too few
                     // events. Block-WAND's work grows with n (3 per event cost a third more time).
                     let mut n = want.saturating_add(want / 2);
                     loop {
-                        let chunks = idx.search(&terms, &filter, n, context_weight, &searcher, fresh.as_ref())?;
+                        let chunks = idx.search(&terms, &filter, n, context_weight, &searcher, &fresh)?;
                         let events: std::collections::HashSet<Uuid> = chunks.iter().map(|c| c.event_id).collect();
                         if events.len() >= want || chunks.len() < n || n >= MAX_CANDIDATES * 48 {
                             break Ok::<_, IndexError>(chunks);
@@ -556,12 +556,8 @@ impl SearchIndex {
             .await?;
 
         // One point-in-time searcher for the whole query: a concurrent catch-up may reload the
-        // reader, and chunk addresses do not survive a reload. With it, the fresh documents as a
-        // segment (the query's filter narrows them to its sessions).
-        let (searcher, fresh) = {
-            let idx = idx.clone();
-            tokio::task::spawn_blocking(move || idx.snapshot()).await.map_err(|e| IndexError::Task(e.to_string()))??
-        };
+        // reader, and chunk addresses do not survive a reload. With it, the fresh parts.
+        let (searcher, fresh) = idx.snapshot()?;
         // The query's vector is computed (or found cached) while BM25 runs.
         let wants_vectors = (self.embedder.is_some() || self.fast.is_some()) && req.vector_weight > 0.0;
         let query_vector = async {
@@ -573,7 +569,7 @@ impl SearchIndex {
             self.query_vector(&req.query, req.tier, fast_fits).await
         };
         let (bm25, query_vector) =
-            tokio::join!(self.bm25_list(&idx, (&searcher, fresh.as_ref()), req, wants_vectors), query_vector);
+            tokio::join!(self.bm25_list(&idx, (&searcher, &fresh), req, wants_vectors), query_vector);
         let (best_chunk, mut bm25_items) = bm25?;
         let query_vector = query_vector?;
 
@@ -640,7 +636,7 @@ impl SearchIndex {
         ns: Uuid,
         req: &SearchRequest,
         idx: &NamespaceIndex,
-        searchers: (&tantivy::Searcher, Option<&tantivy::Searcher>),
+        searchers: (&tantivy::Searcher, &[crate::fresh::Part]),
         best_chunk: &HashMap<Uuid, ChunkHit>,
         ranked: Vec<RankedEvent>,
     ) -> Result<Vec<Hit>, IndexError> {
@@ -720,13 +716,14 @@ impl SearchIndex {
 
 /// The searcher a chunk was found in: the committed index or the query's fresh segment.
 fn searcher_of<'a>(
-    (main, fresh): (&'a tantivy::Searcher, Option<&'a tantivy::Searcher>),
+    (main, fresh): (&'a tantivy::Searcher, &'a [crate::fresh::Part]),
     c: &ChunkHit,
 ) -> Result<&'a tantivy::Searcher, IndexError> {
-    match (c.fresh, fresh) {
-        (false, _) => Ok(main),
-        (true, Some(f)) => Ok(f),
-        (true, None) => Err(IndexError::Task("a fresh hit without its fresh segment".into())),
+    match c.fresh {
+        None => Ok(main),
+        Some(i) => {
+            fresh.get(i).map(|p| &p.searcher).ok_or_else(|| IndexError::Task("a fresh hit without its part".into()))
+        }
     }
 }
 
@@ -744,7 +741,7 @@ fn artifact_chunks(r: &Ranking) -> Result<HashMap<Uuid, ArtifactChunk>, IndexErr
         if crate::doc::is_event_chunk_key(&e.event_id, c.doc_key, EVENT_CHUNKS_KNOWN) {
             continue;
         }
-        let stored = r.idx.stored(searcher_of((&r.searcher, r.fresh.as_ref()), c)?, c.addr)?;
+        let stored = r.idx.stored(searcher_of((&r.searcher, &r.fresh), c)?, c.addr)?;
         if stored.source == "artifact" {
             out.insert(
                 e.event_id,
@@ -862,7 +859,7 @@ mod tests {
     fn hit(session: Uuid, seq: u64, n: u128) -> (Uuid, ChunkHit) {
         let id = Uuid::from_u128(n);
         let addr = tantivy::DocAddress::new(0, n as u32);
-        (id, ChunkHit { addr, score: 0.0, doc_key: 0, event_id: id, session, seq, fresh: false })
+        (id, ChunkHit { addr, score: 0.0, doc_key: 0, event_id: id, session, seq, fresh: None })
     }
 
     #[test]

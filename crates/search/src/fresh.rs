@@ -3,15 +3,17 @@
 //! A query over a few sessions first catches those sessions up (read-your-writes). Committing
 //! that catch-up made a segment per agent turn: at 64 turns/s the index's commits, segment files
 //! and merges took about a third of the machine. Now a query's catch-up hands its documents to the
-//! writer without committing and keeps a copy here; queries search the copies in a small in-RAM
-//! segment (built once per change of the copies, shared by the queries until the next), and the
-//! background catch-up (or a catch-up that finds [`FRESH_MAX_DOCS`] waiting, or the oldest older
-//! than [`FRESH_MAX_AGE`]) commits them all at once.
+//! writer without committing and keeps them here too, as a small in-RAM segment per catch-up
+//! (a [`Part`]); a query searches the parts that hold its sessions beside the committed index, and
+//! the background catch-up (or a catch-up that finds [`FRESH_MAX_DOCS`] or [`FRESH_MAX_PARTS`]
+//! waiting, or the oldest older than [`FRESH_MAX_AGE`]) commits them all at once.
 //!
-//! The segment holds every fresh document, whatever sessions the query asks for (its filter
-//! narrows the hits), and both it and the committed index are scored with their statistics summed
-//! ([`Combined`]): the statistics of everything the replica has caught up, as the index has them
-//! once committed. A query's scores do not depend on what was committed yet.
+//! Every part counts in the statistics, whatever sessions the query asks for: the committed
+//! index's and all parts' are summed ([`Combined`]), the statistics of everything the replica has
+//! caught up, as the index has them once committed. A query's scores do not depend on what was
+//! committed yet, nor on the replica's commit timing.
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use tantivy::directory::RamDirectory;
@@ -19,75 +21,83 @@ use tantivy::query::Bm25StatisticsProvider;
 use tantivy::schema::Field;
 use tantivy::tokenizer::TokenizerManager;
 use tantivy::{IndexBuilder, ReloadPolicy, Searcher, TantivyDocument, Term};
+use uuid::Uuid;
 
 use crate::IndexError;
 use crate::schema::{ANALYZER, analyzer, schema};
 
-/// Fresh documents a namespace keeps at most before a catch-up commits them: each change of them
-/// costs the next query a segment of them all.
-pub(crate) const FRESH_MAX_DOCS: usize = 500;
+/// Fresh documents a namespace keeps at most before a catch-up commits them.
+pub(crate) const FRESH_MAX_DOCS: usize = 2_000;
+/// Parts kept at most: each adds a term lookup per query term to every query's statistics.
+pub(crate) const FRESH_MAX_PARTS: usize = 64;
 /// How long the oldest fresh document waits at most before a catch-up commits it (the background
 /// catch-up commits every `sync_interval_ms` anyway).
 pub(crate) const FRESH_MAX_AGE: Duration = Duration::from_secs(2);
-/// Memory for the term table of a query's fresh segment: a few turns' documents.
-const SEGMENT_BUDGET: usize = 1 << 20;
+/// Memory for the term table of a part: one catch-up's documents, usually a turn's.
+const SEGMENT_BUDGET: usize = 1 << 18;
 
-/// The uncommitted documents. Changed only under the index's watermark lock (as the writer is),
-/// read under its own lock together with the searcher (see `NamespaceIndex::snapshot`).
+/// One catch-up's uncommitted documents, as a one-segment in-RAM index.
+#[derive(Clone)]
+pub(crate) struct Part {
+    /// The sessions it holds documents of, sorted.
+    pub sessions: Vec<Uuid>,
+    pub searcher: Searcher,
+}
+
+impl Part {
+    /// A part of `docs` (each with its session).
+    pub fn of(docs: Vec<(Uuid, TantivyDocument)>) -> Result<Part, IndexError> {
+        let mut sessions: Vec<Uuid> = docs.iter().map(|(s, _)| *s).collect();
+        sessions.sort_unstable();
+        sessions.dedup();
+        Ok(Part { sessions, searcher: segment(docs.into_iter().map(|(_, d)| d))? })
+    }
+
+    /// Whether it holds documents of any of `sessions` (empty: of any session).
+    pub fn holds_any(&self, sessions: &[Uuid]) -> bool {
+        sessions.is_empty() || sessions.iter().any(|s| self.sessions.binary_search(s).is_ok())
+    }
+}
+
+/// The uncommitted documents' parts. Changed only under the index's watermark lock (as the writer
+/// is), read under its own lock together with the searcher (see `NamespaceIndex::snapshot`).
 #[derive(Default)]
 pub(crate) struct Fresh {
-    docs: Vec<TantivyDocument>,
+    parts: Vec<Part>,
+    docs: usize,
     since: Option<Instant>,
-    /// Bumped by every change: names the segment built from `docs`.
-    version: u64,
-    segment: Option<(u64, Searcher)>,
 }
 
 impl Fresh {
-    pub fn add(&mut self, docs: Vec<TantivyDocument>) {
-        if docs.is_empty() {
-            return;
-        }
-        self.docs.extend(docs);
+    pub fn add(&mut self, part: Part) {
+        self.docs += part.searcher.num_docs() as usize;
+        self.parts.push(part);
         self.since.get_or_insert_with(Instant::now);
-        self.version += 1;
     }
 
     pub fn clear(&mut self) {
-        let version = self.version + 1;
-        *self = Fresh { version, ..Fresh::default() };
+        *self = Fresh::default();
     }
 
     pub fn is_empty(&self) -> bool {
-        self.docs.is_empty()
+        self.parts.is_empty()
     }
 
     /// Whether adding `more` documents should commit instead.
     pub fn due(&self, more: usize) -> bool {
-        self.docs.len() + more > FRESH_MAX_DOCS || self.since.is_some_and(|t| t.elapsed() >= FRESH_MAX_AGE)
+        self.docs + more > FRESH_MAX_DOCS
+            || self.parts.len() >= FRESH_MAX_PARTS
+            || self.since.is_some_and(|t| t.elapsed() >= FRESH_MAX_AGE)
     }
 
-    /// The segment of the documents as they are, if one was built; else the version and copies
-    /// to build it from (outside the lock), then [`Fresh::keep`].
-    pub fn segment(&self) -> Result<Option<Searcher>, (u64, Vec<TantivyDocument>)> {
-        match &self.segment {
-            _ if self.docs.is_empty() => Ok(None),
-            Some((v, s)) if *v == self.version => Ok(Some(s.clone())),
-            _ => Err((self.version, self.docs.clone())),
-        }
-    }
-
-    /// Keeps a segment built from `version`'s documents, unless they have changed since.
-    pub fn keep(&mut self, version: u64, segment: &Searcher) {
-        if version == self.version {
-            self.segment = Some((version, segment.clone()));
-        }
+    pub fn parts(&self) -> Vec<Part> {
+        self.parts.clone()
     }
 }
 
 /// A one-segment in-RAM index of `docs`, with the namespace index's schema and analyzer (so its
 /// field ids and terms are the same), and a searcher over it.
-pub(crate) fn segment(docs: Vec<TantivyDocument>) -> Result<Searcher, IndexError> {
+fn segment(docs: impl Iterator<Item = TantivyDocument>) -> Result<Searcher, IndexError> {
     let tokenizers = TokenizerManager::default();
     tokenizers.register(ANALYZER, analyzer());
     let mut writer = IndexBuilder::new()
@@ -101,24 +111,49 @@ pub(crate) fn segment(docs: Vec<TantivyDocument>) -> Result<Searcher, IndexError
     Ok(index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?.searcher())
 }
 
-/// The committed index's statistics and the fresh segment's, summed: the statistics of one index
-/// holding both.
+/// The committed index's statistics and every fresh part's, summed: the statistics of one index
+/// holding them all. Remembered per term for the query (every part's weight asks again).
 pub(crate) struct Combined<'a> {
-    pub main: &'a dyn Bm25StatisticsProvider,
-    pub fresh: &'a Searcher,
+    main: &'a dyn Bm25StatisticsProvider,
+    parts: &'a [Part],
+    doc_freq: Mutex<HashMap<Term, u64>>,
+}
+
+impl<'a> Combined<'a> {
+    pub fn new(main: &'a dyn Bm25StatisticsProvider, parts: &'a [Part]) -> Self {
+        Combined { main, parts, doc_freq: Mutex::new(HashMap::new()) }
+    }
 }
 
 impl Bm25StatisticsProvider for Combined<'_> {
     fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
-        Ok(self.main.total_num_tokens(field)? + self.fresh.total_num_tokens(field)?)
+        let mut n = self.main.total_num_tokens(field)?;
+        for p in self.parts {
+            n += p.searcher.total_num_tokens(field)?;
+        }
+        Ok(n)
     }
 
     fn total_num_docs(&self) -> tantivy::Result<u64> {
-        Ok(self.main.total_num_docs()? + self.fresh.total_num_docs()?)
+        let mut n = self.main.total_num_docs()?;
+        for p in self.parts {
+            n += Bm25StatisticsProvider::total_num_docs(&p.searcher)?;
+        }
+        Ok(n)
     }
 
     fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
-        Ok(self.main.doc_freq(term)? + self.fresh.doc_freq(term)?)
+        if let Some(n) = self.doc_freq.lock().ok().and_then(|m| m.get(term).copied()) {
+            return Ok(n);
+        }
+        let mut n = self.main.doc_freq(term)?;
+        for p in self.parts {
+            n += p.searcher.doc_freq(term)?;
+        }
+        if let Ok(mut m) = self.doc_freq.lock() {
+            m.insert(term.clone(), n);
+        }
+        Ok(n)
     }
 }
 
@@ -128,12 +163,12 @@ mod tests {
     use memex_rank::ChunkOptions;
 
     use crate::SearchFilter;
-    use crate::namespace_index::NamespaceIndex;
     use crate::namespace_index::tests::event_in;
+    use crate::namespace_index::{ChunkHit, NamespaceIndex};
 
     /// Fresh documents are found with the scores they get once committed, whether the query asks
-    /// for their session or for the whole namespace, and another session's stay out of a query
-    /// for one session. The committed index does not see them until a commit.
+    /// for the whole namespace or for one session (whose query still counts the other session's
+    /// fresh documents in its statistics). The committed index does not see them until a commit.
     #[tokio::test]
     async fn fresh_documents_score_as_they_will_once_committed() {
         let base = std::env::temp_dir().join(format!("memex-fresh-{}", uuid::Uuid::now_v7().simple()));
@@ -153,51 +188,47 @@ mod tests {
         };
         let terms = memex_rank::query_terms("nested parser");
         let session_1 = SearchFilter { session_ids: vec![uuid::Uuid::from_u128(1)], ..SearchFilter::default() };
-        let scored = |hits: Vec<crate::namespace_index::ChunkHit>| -> Vec<(uuid::Uuid, f32, bool)> {
+        let scored = |hits: Vec<ChunkHit>| -> Vec<(uuid::Uuid, f32, Option<usize>)> {
             hits.into_iter().map(|h| (h.event_id, h.score, h.fresh)).collect()
         };
+        let strip = |v: &[(uuid::Uuid, f32, Option<usize>)]| v.iter().map(|(id, s, _)| (*id, *s)).collect::<Vec<_>>();
 
         // Everything committed.
         let (all, _) = NamespaceIndex::open(&base.join("all"), uuid::Uuid::from_u128(9)).unwrap();
         all.add(docs(0..5)).await.unwrap();
         all.commit().await.unwrap();
         let (s, none) = all.snapshot().unwrap();
-        assert!(none.is_none());
-        let committed = scored(all.search(&terms, &SearchFilter::default(), 10, 0.5, &s, None).unwrap());
-        let committed_1 = scored(all.search(&terms, &session_1, 10, 0.5, &s, None).unwrap());
+        assert!(none.is_empty());
+        let committed = scored(all.search(&terms, &SearchFilter::default(), 10, 0.5, &s, &[]).unwrap());
+        let committed_1 = scored(all.search(&terms, &session_1, 10, 0.5, &s, &[]).unwrap());
         assert_eq!(committed.len(), 3, "{committed:?}");
         assert_eq!(committed_1.len(), 2, "{committed_1:?}");
 
-        // The first two committed, the rest fresh.
+        // The first two committed, the rest fresh in two catch-ups (two parts).
         let (part, _) = NamespaceIndex::open(&base.join("part"), uuid::Uuid::from_u128(9)).unwrap();
         part.add(docs(0..2)).await.unwrap();
         part.commit().await.unwrap();
-        part.add_fresh(docs(2..5)).await.unwrap();
+        part.add_fresh(docs(2..3)).await.unwrap();
+        part.add_fresh(docs(3..5)).await.unwrap();
         assert!(part.has_fresh().unwrap());
-        let (s, segment) = part.snapshot().unwrap();
+        let (s, parts) = part.snapshot().unwrap();
         assert_eq!(s.num_docs(), 2, "fresh documents are not committed");
-        let segment = segment.expect("a fresh segment");
-        let found = scored(part.search(&terms, &SearchFilter::default(), 10, 0.5, &s, Some(&segment)).unwrap());
-        let strip = |v: &[(uuid::Uuid, f32, bool)]| v.iter().map(|(id, score, _)| (*id, *score)).collect::<Vec<_>>();
+        assert_eq!(parts.len(), 2);
+        let found = scored(part.search(&terms, &SearchFilter::default(), 10, 0.5, &s, &parts).unwrap());
         assert_eq!(strip(&found), strip(&committed));
-        assert_eq!(found.iter().filter(|h| h.2).count(), 2, "two of the hits are fresh: {found:?}");
-
-        // A query for session 1 finds session 1's, with the same scores, and the segment is shared
-        // until the fresh documents change.
-        let (s, again) = part.snapshot().unwrap();
-        assert!(
-            again.is_some_and(|a| a.segment_readers()[0].segment_id() == segment.segment_readers()[0].segment_id())
-        );
-        let found_1 = scored(part.search(&terms, &session_1, 10, 0.5, &s, Some(&segment)).unwrap());
+        assert_eq!(found.iter().filter(|h| h.2.is_some()).count(), 2, "two of the hits are fresh: {found:?}");
+        // A query for session 1 finds session 1's, with the same scores: session 2's part counts
+        // in the statistics though none of its documents can match.
+        let found_1 = scored(part.search(&terms, &session_1, 10, 0.5, &s, &parts).unwrap());
         assert_eq!(strip(&found_1), strip(&committed_1));
 
         // A commit takes them into the index and forgets them.
         part.commit().await.unwrap();
         assert!(!part.has_fresh().unwrap());
         let (s, none) = part.snapshot().unwrap();
-        assert!(none.is_none());
+        assert!(none.is_empty());
         assert_eq!(s.num_docs(), 5);
-        let after = scored(part.search(&terms, &SearchFilter::default(), 10, 0.5, &s, None).unwrap());
+        let after = scored(part.search(&terms, &SearchFilter::default(), 10, 0.5, &s, &[]).unwrap());
         assert_eq!(after, committed);
         let _ = std::fs::remove_dir_all(base);
     }

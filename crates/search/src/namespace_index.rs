@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use crate::collect::{StatsCache, top_scored};
 use crate::doc::DocSpec;
-use crate::fresh::{Combined, Fresh};
+use crate::fresh::{Combined, Fresh, Part};
 use crate::schema::{ANALYZER, BODY_CONTEXT_WEIGHT, Fields, SCHEMA_VERSION, Tag, analyzer, schema, tag_text};
 use memex_pointer::LineRange;
 
@@ -90,8 +90,8 @@ pub(crate) struct ChunkHit {
     /// The event's session and seq (fast fields), for neighbour smoothing.
     pub session: Uuid,
     pub seq: u64,
-    /// Found in the query's fresh segment rather than the committed index.
-    pub fresh: bool,
+    /// Found in this fresh part of the query's snapshot rather than the committed index.
+    pub fresh: Option<usize>,
 }
 
 /// The stored fields a hit reports.
@@ -234,21 +234,25 @@ impl NamespaceIndex {
         let writer = self.writer.clone();
         let fields = self.fields;
         let ns = self.ns.to_string();
-        let kept = tokio::task::spawn_blocking(move || -> Result<Vec<TantivyDocument>, IndexError> {
+        let part = tokio::task::spawn_blocking(move || -> Result<Option<Part>, IndexError> {
             let w = writer.lock().map_err(|e| IndexError::Task(e.to_string()))?;
             let mut kept = Vec::new();
             for d in docs {
+                let session = d.session;
                 let doc = to_document(&fields, &ns, d);
                 if fresh {
-                    kept.push(doc.clone());
+                    kept.push((session, doc.clone()));
                 }
                 w.add_document(doc)?;
             }
-            Ok(kept)
+            drop(w);
+            if kept.is_empty() { Ok(None) } else { Part::of(kept).map(Some) }
         })
         .await
         .map_err(|e| IndexError::Task(e.to_string()))??;
-        self.fresh_lock()?.add(kept);
+        if let Some(part) = part {
+            self.fresh_lock()?.add(part);
+        }
         Ok(())
     }
 
@@ -265,21 +269,11 @@ impl NamespaceIndex {
         Ok(!self.fresh_lock()?.is_empty())
     }
 
-    /// The committed index as of now and a segment of the fresh documents (None: there are
-    /// none), together: a commit reloads the reader and forgets the fresh documents under the same
-    /// lock, so a document is in exactly one of the two. The segment is built once per change of
-    /// the fresh documents (on the caller's thread: call it from the blocking pool).
-    pub fn snapshot(&self) -> Result<(Searcher, Option<Searcher>), IndexError> {
-        let (searcher, (version, docs)) = {
-            let f = self.fresh_lock()?;
-            match f.segment() {
-                Ok(segment) => return Ok((self.reader.searcher(), segment)),
-                Err(build) => (self.reader.searcher(), build),
-            }
-        };
-        let segment = crate::fresh::segment(docs)?;
-        self.fresh_lock()?.keep(version, &segment);
-        Ok((searcher, Some(segment)))
+    /// The committed index as of now and the fresh parts, together: a commit reloads the reader
+    /// and forgets the parts under the same lock, so a document is in exactly one of the two.
+    pub fn snapshot(&self) -> Result<(Searcher, Vec<Part>), IndexError> {
+        let f = self.fresh_lock()?;
+        Ok((self.reader.searcher(), f.parts()))
     }
 
     /// Reloads the reader (after a commit) and forgets the fresh documents, which it now holds.
@@ -348,8 +342,8 @@ impl NamespaceIndex {
     /// The best chunks for `terms` (analysed query terms) under `filter`, best first, at least
     /// every chunk scoring as high as the `limit`-th (so ties at the cut are all present), ordered
     /// by score, then `doc_key`: the same order in any index holding the same documents.
-    /// `fresh`: the query's fresh segment ([`crate::fresh::segment`]), searched too, both scored
-    /// with the statistics of the two together.
+    /// `fresh`: the fresh parts of the query's snapshot: those holding the filter's sessions are
+    /// searched too, and all count in the statistics ([`Combined`]).
     pub fn search(
         &self,
         terms: &[String],
@@ -357,7 +351,7 @@ impl NamespaceIndex {
         limit: usize,
         context_boost: f32,
         searcher: &Searcher,
-        fresh: Option<&Searcher>,
+        fresh: &[Part],
     ) -> Result<Vec<ChunkHit>, IndexError> {
         if terms.is_empty() || limit == 0 {
             return Ok(Vec::new());
@@ -366,17 +360,13 @@ impl NamespaceIndex {
         // Every match is in one of a few sessions: segments without them are skipped.
         let sessions = self.few_sessions(filter);
         let cached = self.stats.of(searcher);
-        let combined;
-        let stats: &dyn Bm25StatisticsProvider = match fresh {
-            Some(f) => {
-                combined = Combined { main: &cached, fresh: f };
-                &combined
+        let combined = Combined::new(&cached, fresh);
+        let stats: &dyn Bm25StatisticsProvider = if fresh.is_empty() { &cached } else { &combined };
+        let mut hits = self.top_hits(searcher, stats, &query, limit, sessions.as_deref(), None)?;
+        for (i, part) in fresh.iter().enumerate() {
+            if part.holds_any(&filter.session_ids) {
+                hits.extend(self.top_hits(&part.searcher, stats, &query, limit, sessions.as_deref(), Some(i))?);
             }
-            None => &cached,
-        };
-        let mut hits = self.top_hits(searcher, stats, &query, limit, sessions.as_deref(), false)?;
-        if let Some(f) = fresh {
-            hits.extend(self.top_hits(f, stats, &query, limit, sessions.as_deref(), true)?);
         }
         hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.doc_key.cmp(&b.doc_key)));
         Ok(hits)
@@ -390,7 +380,7 @@ impl NamespaceIndex {
         query: &BooleanQuery,
         limit: usize,
         sessions: Option<&[Term]>,
-        fresh: bool,
+        fresh: Option<usize>,
     ) -> Result<Vec<ChunkHit>, IndexError> {
         let mut n = limit;
         let top = loop {
@@ -408,7 +398,7 @@ impl NamespaceIndex {
             let c = match cols.entry(addr.segment_ord) {
                 std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
                 // A fresh segment lives for one query: nothing to cache.
-                std::collections::hash_map::Entry::Vacant(v) if fresh => {
+                std::collections::hash_map::Entry::Vacant(v) if fresh.is_some() => {
                     v.insert(Arc::new(IdColumns::open(searcher.segment_reader(addr.segment_ord))?))
                 }
                 std::collections::hash_map::Entry::Vacant(v) => v.insert(self.id_columns(searcher, addr.segment_ord)?),
@@ -711,7 +701,7 @@ pub(crate) mod tests {
         let terms = vec!["zeta".to_owned()];
         let all = SearchFilter::default();
         let order = |boost: f32| -> Vec<Uuid> {
-            idx.search(&terms, &all, 10, boost, &searcher, None).unwrap().iter().map(|h| h.event_id).collect()
+            idx.search(&terms, &all, 10, boost, &searcher, &[]).unwrap().iter().map(|h| h.event_id).collect()
         };
         assert_eq!(order(BODY_CONTEXT_WEIGHT), vec![ids[2], ids[0], ids[1]]);
         assert_eq!(order(0.25), vec![ids[2], ids[0], ids[1]]);
@@ -736,7 +726,7 @@ pub(crate) mod tests {
         }
         let searcher = idx.searcher();
         assert_eq!(searcher.segment_readers().len(), texts.len());
-        let hits = idx.search(&["common".to_owned()], &SearchFilter::default(), 10, 0.0, &searcher, None).unwrap();
+        let hits = idx.search(&["common".to_owned()], &SearchFilter::default(), 10, 0.0, &searcher, &[]).unwrap();
         assert_eq!(hits.len(), texts.len());
 
         // Merge everything into one segment and reload: the addresses of `hits` mean nothing in
@@ -784,8 +774,8 @@ pub(crate) mod tests {
         let view = |h: &[ChunkHit]| h.iter().map(|c| (c.event_id, c.session, c.seq, c.score)).collect::<Vec<_>>();
         for context_boost in [0.0, 0.5] {
             // Small filters intersect each term with the sessions; large ones filter the union.
-            let a = idx.search(&terms, &small, 10, context_boost, &searcher, None).unwrap();
-            let b = idx.search(&terms, &large, 10, context_boost, &searcher, None).unwrap();
+            let a = idx.search(&terms, &small, 10, context_boost, &searcher, &[]).unwrap();
+            let b = idx.search(&terms, &large, 10, context_boost, &searcher, &[]).unwrap();
             assert_eq!(view(&a), view(&b));
             // Session 10 holds events 1, 3 and 5, and each says one of the terms.
             let mut found: Vec<u64> = a.iter().map(|h| h.seq).collect();
