@@ -98,11 +98,15 @@ impl Peer {
 }
 
 /// A call cut off by the kill: the client's transport says so (the server cannot answer), or a
-/// server starting up answers UNAVAILABLE. Any other status would be a wrong answer.
+/// server starting up answers UNAVAILABLE. Any other status would be a wrong answer. A call the
+/// client had queued when the connection died is hyper's "operation was canceled" (tonic's
+/// CANCELLED): it never reached the server.
 pub fn connection_lost(code: tonic::Code, message: &str) -> bool {
     code == tonic::Code::Unavailable
         || (matches!(code, tonic::Code::Unknown | tonic::Code::Cancelled)
-            && (message.contains("transport error") || message.contains("h2 protocol error")))
+            && (message.contains("transport error")
+                || message.contains("h2 protocol error")
+                || message == "operation was canceled"))
 }
 
 pub fn event(kind: &str, content: String) -> pb::EventInput {
