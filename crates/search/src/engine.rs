@@ -550,7 +550,7 @@ impl SearchIndex {
         let sessions = (!req.filter.session_ids.is_empty()).then_some(&req.filter.session_ids[..]);
         let idx = self.namespace(ns).await?;
         // A query over some sessions keeps what its catch-up indexes fresh; one over the whole
-        // namespace commits (a segment of every session's fresh documents would cost it more).
+        // namespace commits (it would search every session's fresh parts).
         self.catch_up_index(&idx, sessions, sessions.and(req.heads_total), sessions.is_some())
             .instrument(tracing::debug_span!("index.catch_up"))
             .await?;
@@ -714,7 +714,7 @@ impl SearchIndex {
     }
 }
 
-/// The searcher a chunk was found in: the committed index or the query's fresh segment.
+/// The searcher a chunk was found in: the committed index or one of the query's fresh parts.
 fn searcher_of<'a>(
     (main, fresh): (&'a tantivy::Searcher, &'a [crate::fresh::Part]),
     c: &ChunkHit,

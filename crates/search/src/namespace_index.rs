@@ -397,7 +397,7 @@ impl NamespaceIndex {
         for (score, addr) in top {
             let c = match cols.entry(addr.segment_ord) {
                 std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-                // A fresh segment lives for one query: nothing to cache.
+                // A fresh part lives until the next commit: its columns are not worth caching.
                 std::collections::hash_map::Entry::Vacant(v) if fresh.is_some() => {
                     v.insert(Arc::new(IdColumns::open(searcher.segment_reader(addr.segment_ord))?))
                 }
