@@ -12,7 +12,7 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::doc::event_docs;
-use crate::namespace_index::{ChunkHit, NamespaceIndex, namespace_dir};
+use crate::namespace_index::{ChunkHit, NamespaceIndex, Watermarks, namespace_dir};
 use crate::query_vectors::QueryVectors;
 use crate::{
     ArtifactChunk, Fusion, Hit, IndexError, RankedEvent, RankedEvents, ScoreParts, SearchConfig, SearchRequest,
@@ -159,7 +159,10 @@ impl SearchIndex {
         // Queries' catch-ups left documents uncommitted: the background catch-up commits them
         // (`catch_up_index` does when it runs; the rounds skip it when nothing is new).
         if idx.has_fresh()? {
-            self.catch_up_index(&idx, Some(&[]), Some(0), false).await?;
+            let mut marks = idx.state.lock().await;
+            if idx.has_fresh()? {
+                self.commit_or_roll_back(&idx, &mut marks).await?;
+            }
         }
         Ok(n)
     }
@@ -233,13 +236,8 @@ impl SearchIndex {
                 }
             }
             // A catch-up that commits leaves nothing fresh, whatever it had to index.
-            if !fresh
-                && idx.has_fresh()?
-                && let Err(e) = self.commit(idx).await
-            {
-                idx.rollback().await;
-                *marks = idx.scan_watermarks()?;
-                return Err(e);
+            if !fresh && idx.has_fresh()? {
+                self.commit_or_roll_back(idx, &mut marks).await?;
             }
             return Ok(0);
         }
@@ -304,13 +302,7 @@ impl SearchIndex {
         }
         .await;
         if let Err(e) = result {
-            // The writer forgets what was not committed, earlier catch-ups' fresh documents too:
-            // then the watermarks go back to the committed index's.
-            let rescan = idx.has_fresh()?;
-            idx.rollback().await;
-            if rescan {
-                *marks = idx.scan_watermarks()?;
-            }
+            idx.rollback(&mut marks).await?;
             return Err(e);
         }
         for (session, seq) in updates {
@@ -323,6 +315,15 @@ impl SearchIndex {
     async fn commit(&self, idx: &NamespaceIndex) -> Result<(), IndexError> {
         idx.commit().await?;
         self.stats.add_commit();
+        Ok(())
+    }
+
+    /// Commits what the writer holds, or on failure drops it (`marks`, held, go back with it).
+    async fn commit_or_roll_back(&self, idx: &NamespaceIndex, marks: &mut Watermarks) -> Result<(), IndexError> {
+        if let Err(e) = self.commit(idx).await {
+            idx.rollback(marks).await?;
+            return Err(e);
+        }
         Ok(())
     }
 

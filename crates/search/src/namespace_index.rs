@@ -191,7 +191,7 @@ impl NamespaceIndex {
     /// Reads every document's (session, seq) from the fast fields: the highest seq per session is
     /// that session's watermark, because a catch-up commits all documents of the events it indexed
     /// at once and every event has at least one document.
-    pub fn scan_watermarks(&self) -> Result<Watermarks, IndexError> {
+    fn scan_watermarks(&self) -> Result<Watermarks, IndexError> {
         let searcher = self.reader.searcher();
         let mut marks = Watermarks::default();
         for seg in searcher.segment_readers() {
@@ -323,10 +323,11 @@ impl NamespaceIndex {
         Ok(())
     }
 
-    /// Drops everything added since the last commit, fresh documents too (after a failed
-    /// catch-up, so the index never holds part of what the watermarks do not record). The caller
-    /// resets the watermarks to the committed index's ([`Self::scan_watermarks`]).
-    pub async fn rollback(&self) {
+    /// Drops everything added since the last commit (after a failed catch-up, so the index never
+    /// holds part of what the watermarks do not record). That takes earlier catch-ups' fresh
+    /// documents too: then `marks` (the held watermarks) go back to the committed index's.
+    pub async fn rollback(&self, marks: &mut Watermarks) -> Result<(), IndexError> {
+        let had_fresh = self.has_fresh()?;
         let writer = self.writer.clone();
         let _ = tokio::task::spawn_blocking(move || {
             if let Ok(mut w) = writer.lock() {
@@ -334,9 +335,11 @@ impl NamespaceIndex {
             }
         })
         .await;
-        if let Ok(mut f) = self.fresh.lock() {
-            f.clear();
+        if had_fresh {
+            self.fresh_lock()?.clear();
+            *marks = self.scan_watermarks()?;
         }
+        Ok(())
     }
 
     /// The best chunks for `terms` (analysed query terms) under `filter`, best first, at least

@@ -199,8 +199,9 @@ pub fn pool_metrics(name: &'static str, pool: &sqlx::PgPool) -> Vec<Observer> {
     ]
 }
 
-/// `memex.index.lag`, `memex.index.events` and `memex.index.commits` of this replica's text indexes. (The query-vector
-/// cache's `memex.query_vectors{outcome}` is the search runtime's, `search.rs`.)
+/// `memex.index.lag`, `memex.index.events` and `memex.index.commits` of this replica's text
+/// indexes. (The query-vector cache's `memex.query_vectors{outcome}` is the search runtime's,
+/// `search.rs`.)
 pub fn index_metrics(index: &memex_search::SearchIndex) -> Vec<Observer> {
     let meter = meter();
     let (lag, indexed, commits) = (index.index_stats(), index.index_stats(), index.index_stats());
