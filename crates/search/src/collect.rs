@@ -298,9 +298,9 @@ mod tests {
                     seq += 1;
                     let e = event(session, seq, w);
                     let docs = crate::doc::event_docs(&e, None, None, ChunkOptions::default(), "");
-                    idx.add(docs).await.unwrap();
+                    idx.add(&idx.writing().await, docs).await.unwrap();
                 }
-                idx.commit().await.unwrap();
+                idx.commit(&idx.writing().await).await.unwrap();
             }
             let searcher = idx.searcher();
             // Background merges may join segments, but some hold neither session: those are skipped.

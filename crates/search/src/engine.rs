@@ -12,7 +12,7 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::doc::event_docs;
-use crate::namespace_index::{ChunkHit, NamespaceIndex, Watermarks, namespace_dir};
+use crate::namespace_index::{ChunkHit, NamespaceIndex, Writing, namespace_dir};
 use crate::query_vectors::QueryVectors;
 use crate::{
     ArtifactChunk, Fusion, Hit, IndexError, RankedEvent, RankedEvents, ScoreParts, SearchConfig, SearchRequest,
@@ -156,12 +156,11 @@ impl SearchIndex {
             Some(_) => self.catch_up_index(&idx, sessions, None, false).await?,
             None => self.catch_up_rounds(&idx).await?,
         };
-        // Queries' catch-ups left documents uncommitted: the background catch-up commits them
-        // (`catch_up_index` does when it runs; the rounds skip it when nothing is new).
+        // Catch-ups left documents fresh: this commits them, beside any catch-up under way.
         if idx.has_fresh()? {
-            let mut marks = idx.state.lock().await;
+            let w = idx.writing().await;
             if idx.has_fresh()? {
-                self.commit_or_roll_back(&idx, &mut marks).await?;
+                self.commit(&idx, &w).await?;
             }
         }
         Ok(n)
@@ -197,7 +196,7 @@ impl SearchIndex {
             round.push(*session);
             size += missing;
             if size >= ROUND_EVENTS || i + 1 == behind.len() {
-                indexed += self.catch_up_index(idx, Some(&round), None, false).await?;
+                indexed += self.catch_up_index(idx, Some(&round), None, true).await?;
                 round.clear();
                 size = 0;
             }
@@ -206,8 +205,8 @@ impl SearchIndex {
     }
 
     /// `known_total`: the sessions' [`Store::head_total`], when the caller has just read it.
-    /// `fresh`: a query's own catch-up, which leaves a few documents uncommitted (see
-    /// [`crate::fresh`]) unless enough wait or the oldest has waited long enough.
+    /// `fresh`: keep what it indexes fresh (see [`crate::fresh`]) unless it is too much for a
+    /// part or the commits fall behind; without it, everything caught up is committed.
     async fn catch_up_index(
         &self,
         idx: &NamespaceIndex,
@@ -237,7 +236,7 @@ impl SearchIndex {
             }
             // A catch-up that commits leaves nothing fresh, whatever it had to index.
             if !fresh && idx.has_fresh()? {
-                self.commit_or_roll_back(idx, &mut marks).await?;
+                self.commit(idx, &idx.writing().await).await?;
             }
             return Ok(0);
         }
@@ -266,8 +265,9 @@ impl SearchIndex {
         let mut docs = Vec::new();
         let mut updates = Vec::new();
         let mut indexed = 0u64;
-        // A query's catch-up keeps its documents fresh unless one batch of them went already.
+        // Kept fresh unless one batch went to the writer already: then all go, and are committed.
         let mut flushed = !fresh;
+        let mut writing: Option<Writing<'_>> = None;
         let result: Result<(), IndexError> = async {
             for (session, head) in heads {
                 let mut next = marks.of(&session) + 1;
@@ -287,24 +287,36 @@ impl SearchIndex {
                     indexed += new.len() as u64;
                     self.documents(ns, session, &new, &mut context, &mut docs).await?;
                     if docs.len() >= ADD_BATCH {
-                        idx.add(std::mem::take(&mut docs)).await?;
+                        let w = match &writing {
+                            Some(w) => w,
+                            None => writing.insert(idx.writing().await),
+                        };
+                        idx.add(w, std::mem::take(&mut docs)).await?;
                         flushed = true;
                     }
                 }
                 updates.push((session, next - 1));
             }
-            if flushed || idx.fresh_due(docs.len())? {
-                idx.add(std::mem::take(&mut docs)).await?;
-                self.commit(idx).await
+            if flushed || idx.fresh_overdue(docs.len())? {
+                let w = match &writing {
+                    Some(w) => w,
+                    None => writing.insert(idx.writing().await),
+                };
+                idx.add(w, std::mem::take(&mut docs)).await?;
+                self.commit(idx, w).await
             } else {
                 idx.add_fresh(std::mem::take(&mut docs)).await
             }
         }
         .await;
         if let Err(e) = result {
-            idx.rollback(&mut marks).await?;
+            // What went to the writer is dropped; the watermarks were not moved.
+            if let Some(w) = &writing {
+                idx.rollback(w).await;
+            }
             return Err(e);
         }
+        drop(writing);
         for (session, seq) in updates {
             marks.set(session, seq);
         }
@@ -312,17 +324,23 @@ impl SearchIndex {
         Ok(indexed)
     }
 
-    async fn commit(&self, idx: &NamespaceIndex) -> Result<(), IndexError> {
-        idx.commit().await?;
+    async fn commit(&self, idx: &NamespaceIndex, w: &Writing<'_>) -> Result<(), IndexError> {
+        idx.commit(w).await?;
         self.stats.add_commit();
         Ok(())
     }
 
-    /// Commits what the writer holds, or on failure drops it (`marks`, held, go back with it).
-    async fn commit_or_roll_back(&self, idx: &NamespaceIndex, marks: &mut Watermarks) -> Result<(), IndexError> {
-        if let Err(e) = self.commit(idx).await {
-            idx.rollback(marks).await?;
-            return Err(e);
+    /// Starts a commit of the namespace's fresh documents if enough wait, and goes on.
+    fn commit_if_due(&self, idx: &Arc<NamespaceIndex>) -> Result<(), IndexError> {
+        if idx.fresh_due()? {
+            let stats = self.stats.clone();
+            let ns = idx.ns;
+            idx.start_commit(move |r| match r {
+                Ok(()) => stats.add_commit(),
+                // The documents stay fresh; the next commit (at the latest the background
+                // catch-up's) tries again, and a catch-up finding them overdue reports it.
+                Err(e) => tracing::warn!(namespace = %ns, error = %e, "committing fresh documents failed"),
+            });
         }
         Ok(())
     }
@@ -550,11 +568,11 @@ impl SearchIndex {
         validate(req)?;
         let sessions = (!req.filter.session_ids.is_empty()).then_some(&req.filter.session_ids[..]);
         let idx = self.namespace(ns).await?;
-        // A query over some sessions keeps what its catch-up indexes fresh; one over the whole
-        // namespace commits (it would search every session's fresh parts).
-        self.catch_up_index(&idx, sessions, sessions.and(req.heads_total), sessions.is_some())
+        // A query keeps what its catch-up indexes fresh, and never waits for a commit.
+        self.catch_up_index(&idx, sessions, sessions.and(req.heads_total), true)
             .instrument(tracing::debug_span!("index.catch_up"))
             .await?;
+        self.commit_if_due(&idx)?;
 
         // One point-in-time searcher for the whole query: a concurrent catch-up may reload the
         // reader, and chunk addresses do not survive a reload. With it, the fresh parts.

@@ -46,12 +46,23 @@ pub(crate) struct NamespaceIndex {
     columns: Mutex<HashMap<tantivy::index::SegmentId, Arc<IdColumns>>>,
     /// BM25 statistics of the current searcher generation.
     stats: StatsCache,
-    /// Documents in the writer but not committed yet, for the queries of their sessions.
+    /// Documents caught up but not committed yet, searched beside the committed index.
     fresh: Mutex<Fresh>,
+    /// Serialises the writer's users: a commit, and a catch-up that hands documents to the writer
+    /// itself (see [`Writing`]). Apart from the watermarks, so a catch-up that keeps its documents
+    /// fresh never waits for a commit.
+    writing: tokio::sync::Mutex<()>,
+    /// A commit of the fresh documents is under way or queued ([`NamespaceIndex::start_commit`]).
+    commit_started: std::sync::atomic::AtomicBool,
 }
 
-/// Indexed seq per session (every event up to it has its documents in the writer: committed, or
-/// fresh and searched by the queries of its session), and their sum.
+/// The right to use the index's writer: documents handed to it go into the next commit, and
+/// nothing else commits meanwhile (a commit of someone else's half-added documents would show
+/// events that the watermarks do not record yet). Taken after the watermarks, if both are held.
+pub(crate) struct Writing<'a>(#[allow(dead_code)] tokio::sync::MutexGuard<'a, ()>);
+
+/// Indexed seq per session (every event up to it has its documents committed, in the writer
+/// about to be, or fresh), and their sum.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct Watermarks {
     pub by_session: HashMap<Uuid, u64>,
@@ -182,6 +193,8 @@ impl NamespaceIndex {
             columns: Mutex::new(HashMap::new()),
             stats: StatsCache::default(),
             fresh: Mutex::new(Fresh::default()),
+            writing: tokio::sync::Mutex::new(()),
+            commit_started: std::sync::atomic::AtomicBool::new(false),
         };
         let marks = ni.scan_watermarks()?;
         *ni.state.try_lock().map_err(|e| IndexError::Task(e.to_string()))? = marks;
@@ -212,47 +225,47 @@ impl NamespaceIndex {
         Ok(marks)
     }
 
+    /// Documents caught up: committed and fresh.
     pub fn num_docs(&self) -> u64 {
-        self.reader.searcher().num_docs()
+        let fresh = self.fresh.lock().map_or(0, |f| f.num_docs());
+        self.reader.searcher().num_docs() + fresh as u64
+    }
+
+    /// Takes the writer (see [`Writing`]).
+    pub async fn writing(&self) -> Writing<'_> {
+        Writing(self.writing.lock().await)
     }
 
     /// Hands documents to the writer (on the blocking pool); they become visible at `commit`.
-    pub async fn add(&self, docs: Vec<DocSpec>) -> Result<(), IndexError> {
-        self.add_docs(docs, false).await
-    }
-
-    /// Hands documents to the writer and keeps a copy as fresh: the queries of their sessions
-    /// search them before they are committed. Called with the watermark lock held.
-    pub async fn add_fresh(&self, docs: Vec<DocSpec>) -> Result<(), IndexError> {
-        self.add_docs(docs, true).await
-    }
-
-    async fn add_docs(&self, docs: Vec<DocSpec>, fresh: bool) -> Result<(), IndexError> {
+    pub async fn add(&self, _: &Writing<'_>, docs: Vec<DocSpec>) -> Result<(), IndexError> {
         if docs.is_empty() {
             return Ok(());
         }
-        let writer = self.writer.clone();
-        let fields = self.fields;
-        let ns = self.ns.to_string();
-        let part = tokio::task::spawn_blocking(move || -> Result<Option<Part>, IndexError> {
+        let (writer, fields, ns) = (self.writer.clone(), self.fields, self.ns.to_string());
+        tokio::task::spawn_blocking(move || -> Result<(), IndexError> {
             let w = writer.lock().map_err(|e| IndexError::Task(e.to_string()))?;
-            let mut kept = Vec::new();
             for d in docs {
-                let session = d.session;
-                let doc = to_document(&fields, &ns, d);
-                if fresh {
-                    kept.push((session, doc.clone()));
-                }
-                w.add_document(doc)?;
+                w.add_document(to_document(&fields, &ns, d))?;
             }
-            drop(w);
-            if kept.is_empty() { Ok(None) } else { Part::of(kept).map(Some) }
+            Ok(())
+        })
+        .await
+        .map_err(|e| IndexError::Task(e.to_string()))?
+    }
+
+    /// Keeps documents fresh: searched from now on, committed by the next commit. Called with the
+    /// watermark lock held, so parts are added in the order of the catch-ups.
+    pub async fn add_fresh(&self, docs: Vec<DocSpec>) -> Result<(), IndexError> {
+        if docs.is_empty() {
+            return Ok(());
+        }
+        let (fields, ns) = (self.fields, self.ns.to_string());
+        let part = tokio::task::spawn_blocking(move || {
+            Part::of(docs.into_iter().map(|d| (d.session, to_document(&fields, &ns, d))).collect())
         })
         .await
         .map_err(|e| IndexError::Task(e.to_string()))??;
-        if let Some(part) = part {
-            self.fresh_lock()?.add(part);
-        }
+        self.fresh_lock()?.add(part);
         Ok(())
     }
 
@@ -260,9 +273,14 @@ impl NamespaceIndex {
         self.fresh.lock().map_err(|_| IndexError::Task("fresh documents lock poisoned".into()))
     }
 
-    /// Whether a catch-up adding `more` documents should commit rather than keep them fresh.
-    pub fn fresh_due(&self, more: usize) -> Result<bool, IndexError> {
-        Ok(self.fresh_lock()?.due(more))
+    /// Whether a commit of the fresh documents should start.
+    pub fn fresh_due(&self) -> Result<bool, IndexError> {
+        Ok(self.fresh_lock()?.due())
+    }
+
+    /// Whether a catch-up of `more` documents should commit rather than keep them fresh.
+    pub fn fresh_overdue(&self, more: usize) -> Result<bool, IndexError> {
+        Ok(self.fresh_lock()?.overdue(more))
     }
 
     pub fn has_fresh(&self) -> Result<bool, IndexError> {
@@ -270,44 +288,82 @@ impl NamespaceIndex {
     }
 
     /// The committed index as of now and the fresh parts, together: a commit reloads the reader
-    /// and forgets the parts under the same lock, so a document is in exactly one of the two.
+    /// and forgets the parts it took under the same lock, so a document is in exactly one of the two.
     pub fn snapshot(&self) -> Result<(Searcher, Vec<Part>), IndexError> {
         let f = self.fresh_lock()?;
         Ok((self.reader.searcher(), f.parts()))
     }
 
-    /// Reloads the reader (after a commit) and forgets the fresh documents, which it now holds.
-    fn reload(&self) -> Result<(), IndexError> {
-        let mut f = self.fresh_lock()?;
-        self.reader.reload()?;
-        f.clear();
-        Ok(())
-    }
-
-    /// Commits everything added (fresh documents too) and makes it visible to searches.
-    pub async fn commit(&self) -> Result<(), IndexError> {
+    /// Commits what the writer holds and every fresh part as of now (their documents are handed
+    /// to the writer first), and makes it visible to searches: the reader reloads and those parts
+    /// are forgotten at once. Parts added meanwhile stay fresh. On failure the writer drops
+    /// everything it held (the parts stay fresh for the next commit).
+    pub async fn commit(&self, w: &Writing<'_>) -> Result<(), IndexError> {
+        let parts = self.fresh_lock()?.parts();
         let writer = self.writer.clone();
-        tokio::task::spawn_blocking(move || -> Result<(), IndexError> {
-            writer.lock().map_err(|e| IndexError::Task(e.to_string()))?.commit()?;
+        let taken = parts.len();
+        let committed = tokio::task::spawn_blocking(move || -> Result<(), IndexError> {
+            let mut w = writer.lock().map_err(|e| IndexError::Task(e.to_string()))?;
+            for p in &parts {
+                for d in p.docs.iter() {
+                    w.add_document(d.clone())?;
+                }
+            }
+            w.commit()?;
             Ok(())
         })
         .await
-        .map_err(|e| IndexError::Task(e.to_string()))??;
-        self.reload()
+        .map_err(|e| IndexError::Task(e.to_string()))
+        .and_then(|r| r);
+        if let Err(e) = committed {
+            self.rollback(w).await;
+            return Err(e);
+        }
+        let mut f = self.fresh_lock()?;
+        self.reader.reload()?;
+        f.forget_oldest(taken);
+        Ok(())
+    }
+
+    /// Starts a commit of the fresh documents in the background, unless one is under way; `done`
+    /// gets its outcome. A query's catch-up that finds enough waiting starts one and goes on.
+    pub fn start_commit(self: &Arc<Self>, done: impl FnOnce(Result<(), IndexError>) + Send + 'static) {
+        use std::sync::atomic::Ordering;
+        if self.commit_started.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let idx = self.clone();
+        tokio::spawn(async move {
+            let w = idx.writing().await;
+            // Cleared before the commit reads the parts: a part added from here on is either
+            // taken by this commit or can start the next.
+            idx.commit_started.store(false, Ordering::Release);
+            let r = idx.commit(&w).await;
+            drop(w);
+            done(r);
+        });
     }
 
     /// Deletes every document of `sessions` and commits, and marks them unindexed, so the next
     /// catch-up indexes them again from Postgres (after an erasure, as tombstones). Holds the
-    /// watermarks meanwhile, so no query or catch-up sees them half gone.
+    /// watermarks meanwhile, so no query or catch-up sees them half gone. Fresh documents are
+    /// handed to the writer before the deletes, which take them too.
     pub async fn forget_sessions(&self, sessions: &[Uuid]) -> Result<(), IndexError> {
         let mut marks = self.state.lock().await;
+        let w = self.writing().await;
         let terms: Vec<Term> = sessions
             .iter()
             .map(|s| Term::from_field_text(self.fields.tags, &tag_text(Tag::Session, &s.to_string())))
             .collect();
+        let parts = self.fresh_lock()?.parts();
         let writer = self.writer.clone();
-        tokio::task::spawn_blocking(move || -> Result<(), IndexError> {
+        let deleted = tokio::task::spawn_blocking(move || -> Result<(), IndexError> {
             let mut w = writer.lock().map_err(|e| IndexError::Task(e.to_string()))?;
+            for p in &parts {
+                for d in p.docs.iter() {
+                    w.add_document(d.clone())?;
+                }
+            }
             for t in terms {
                 w.delete_term(t);
             }
@@ -315,19 +371,26 @@ impl NamespaceIndex {
             Ok(())
         })
         .await
-        .map_err(|e| IndexError::Task(e.to_string()))??;
-        self.reload()?;
+        .map_err(|e| IndexError::Task(e.to_string()))
+        .and_then(|r| r);
+        if let Err(e) = deleted {
+            self.rollback(&w).await;
+            return Err(e);
+        }
+        let mut f = self.fresh_lock()?;
+        self.reader.reload()?;
+        f.forget_oldest(usize::MAX);
+        drop(f);
         for s in sessions {
             marks.set(*s, 0);
         }
         Ok(())
     }
 
-    /// Drops everything added since the last commit (after a failed catch-up, so the index never
-    /// holds part of what the watermarks do not record). That takes earlier catch-ups' fresh
-    /// documents too: then `marks` (the held watermarks) go back to the committed index's.
-    pub async fn rollback(&self, marks: &mut Watermarks) -> Result<(), IndexError> {
-        let had_fresh = self.has_fresh()?;
+    /// Drops everything handed to the writer since the last commit (after a failed catch-up or
+    /// commit, so the index never holds part of what the watermarks do not record). Fresh parts
+    /// are not in the writer and stay.
+    pub async fn rollback(&self, _: &Writing<'_>) {
         let writer = self.writer.clone();
         let _ = tokio::task::spawn_blocking(move || {
             if let Ok(mut w) = writer.lock() {
@@ -335,11 +398,6 @@ impl NamespaceIndex {
             }
         })
         .await;
-        if had_fresh {
-            self.fresh_lock()?.clear();
-            *marks = self.scan_watermarks()?;
-        }
-        Ok(())
     }
 
     /// The best chunks for `terms` (analysed query terms) under `filter`, best first, at least
@@ -697,9 +755,11 @@ pub(crate) mod tests {
         for (i, (own, ctx)) in texts.iter().enumerate() {
             let e = event(i as u64 + 1, own);
             ids.push(e.id);
-            idx.add(crate::doc::event_docs(&e, None, None, ChunkOptions::default(), ctx)).await.unwrap();
+            idx.add(&idx.writing().await, crate::doc::event_docs(&e, None, None, ChunkOptions::default(), ctx))
+                .await
+                .unwrap();
         }
-        idx.commit().await.unwrap();
+        idx.commit(&idx.writing().await).await.unwrap();
         let searcher = idx.searcher();
         let terms = vec!["zeta".to_owned()];
         let all = SearchFilter::default();
@@ -724,8 +784,8 @@ pub(crate) mod tests {
         let texts = ["alpha common", "beta common", "gamma common", "delta common"];
         for (i, t) in texts.iter().enumerate() {
             let docs = crate::doc::event_docs(&event(i as u64 + 1, t), None, None, ChunkOptions::default(), "");
-            idx.add(docs).await.unwrap();
-            idx.commit().await.unwrap(); // one segment per commit
+            idx.add(&idx.writing().await, docs).await.unwrap();
+            idx.commit(&idx.writing().await).await.unwrap(); // one segment per commit
         }
         let searcher = idx.searcher();
         assert_eq!(searcher.segment_readers().len(), texts.len());
@@ -765,10 +825,12 @@ pub(crate) mod tests {
         for (i, t) in texts.iter().enumerate() {
             let mut e = event(i as u64 + 1, t);
             e.session_id = Uuid::from_u128(10 + (i as u128 % 2));
-            idx.add(crate::doc::event_docs(&e, None, None, ChunkOptions::default(), "")).await.unwrap();
+            idx.add(&idx.writing().await, crate::doc::event_docs(&e, None, None, ChunkOptions::default(), ""))
+                .await
+                .unwrap();
             events.push(e);
         }
-        idx.commit().await.unwrap();
+        idx.commit(&idx.writing().await).await.unwrap();
         let searcher = idx.searcher();
         let terms = vec!["common".to_owned(), "delta".to_owned(), "alpha".to_owned()];
         let small = SearchFilter { session_ids: vec![Uuid::from_u128(10)], ..SearchFilter::default() };
