@@ -26,7 +26,7 @@ impl ReadyChain {
     }
 }
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(crate) struct Assembler {
     done: Vec<ChainBuilder>,
     /// Chains already finished and handed out by [`Assembler::take_ready`].
@@ -39,6 +39,11 @@ pub(crate) struct Assembler {
 impl Assembler {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Approximate heap size, for cache weighers.
+    pub fn size_bytes(&self) -> usize {
+        self.done.iter().chain(self.current.iter()).map(ChainBuilder::size_bytes).sum::<usize>() + 64
     }
 
     fn chain(&mut self) -> &mut ChainBuilder {

@@ -69,6 +69,12 @@ impl CompiledTrace {
 
 /// Streaming compiler: feed chunks of any size, then [`Compiler::finish`]. Memory holds the
 /// compiled chains, never the raw input.
+///
+/// A clone resumes where the original stands: clone a compiler that has read an input's first
+/// bytes, push the rest into the clone and finish it, and the result is byte for byte what a
+/// compile of the whole input gives (`tests/resumed.rs`). A live session's next version is
+/// compiled that way from the events it adds.
+#[derive(Clone)]
 pub struct Compiler {
     stem: String,
     strict: bool,
@@ -148,6 +154,14 @@ impl Compiler {
         let ready = self.assembler.take_ready(&self.stem);
         self.taken += ready.len();
         ready
+    }
+
+    /// Approximate heap size, for cache weighers (a kept compiler holds its chains so far).
+    pub fn size_bytes(&self) -> usize {
+        self.reader.size_bytes()
+            + self.assembler.size_bytes()
+            + self.diags.items.iter().map(|d| d.message.len() + 16).sum::<usize>()
+            + self.stem.len()
     }
 
     /// Consumes a batch from a [`Lexer`] (instead of [`Compiler::push`]).

@@ -30,7 +30,7 @@ impl Diagnostic {
 }
 
 /// Collects diagnostics for the record being compiled.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Diags {
     pub items: Vec<Diagnostic>,
     pub line: u32,

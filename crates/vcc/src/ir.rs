@@ -176,7 +176,7 @@ impl Body {
         }
     }
 
-    fn heap_bytes(&self) -> usize {
+    pub(crate) fn heap_bytes(&self) -> usize {
         match self {
             Body::Lines(s) | Body::Line(s) => s.capacity(),
             Body::Empty => 0,

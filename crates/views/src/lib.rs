@@ -12,8 +12,9 @@
 //! * [`Views::event_lines`] for `GetEvents` with lines.
 //!
 //! A session's version is its event count: an append makes a new version, so a cached compile is
-//! never stale, and old versions age out of the cache by weight. A live session's export (its
-//! events as the compiler reads them) is kept and extended by the events a new version adds.
+//! never stale, and old versions age out of the cache by weight. A live session's compiler is kept
+//! unfinished after its newest version, and the next version resumes a clone of it with the
+//! events it adds.
 //!
 //! **Architecture invariant:** derived state only. Everything here is rebuilt from the store on a
 //! miss; a cached compile is never consulted for a version other than the session's current one.
@@ -34,7 +35,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use memex_event::{NamespaceId, SessionId};
 use memex_store::{Session, Store};
-use memex_vcc::{CompileOptions, CompiledTrace};
+use memex_vcc::CompiledTrace;
 use uuid::Uuid;
 
 pub use compiled::CompiledSession;
@@ -48,8 +49,8 @@ pub use render::{LinesRead, MAX_READ_LINES, RankedQuery, RenderedView, ViewKind,
 #[serde(default, deny_unknown_fields)]
 pub struct ViewsConfig {
     /// Memory for compiled sessions (the VCC IR and rendered full views), in bytes; imported
-    /// traces get as much again, live sessions' kept exports a quarter, and the views' blocks
-    /// (what packs cite) a half.
+    /// traces get as much again, live sessions' kept compilers (resumed by the next version) a
+    /// quarter, and the views' blocks (what packs cite) a half.
     pub cache_bytes: u64,
 }
 
@@ -221,13 +222,7 @@ impl Views {
     /// A session's trace through the VCC compiler: its own span, the cost a cache miss pays.
     #[tracing::instrument(name = "vcc.compile", level = "debug", skip_all, fields(memex.session_id = %session.id, memex.events = session.event_count))]
     async fn compile(&self, ns: NamespaceId, session: Session) -> Result<CompiledSession, ViewError> {
-        let (bytes, stem, format) = source::source_bytes(&self.store, &self.exports, ns.0, &session).await?;
-        let trace = tokio::task::spawn_blocking(move || {
-            memex_vcc::compile_trace(&bytes, &stem, CompileOptions { format, strict: false })
-        })
-        .await
-        .map_err(|e| ViewError::Task(e.to_string()))?
-        .map_err(|e| ViewError::Uncompilable { session: SessionId(session.id), message: e.to_string() })?;
+        let trace = source::compile(&self.store, &self.exports, ns.0, &session).await?;
         Ok(CompiledSession::new(session, trace))
     }
 

@@ -1,74 +1,91 @@
-//! What a session's views are compiled from: the raw file of an imported trace, or the session's
-//! events as JSON lines (the `memex` input format).
+//! How a session's views are compiled: from the raw file of an imported trace, or from the
+//! session's events as JSON lines (the `memex` input format), a live session's new events only.
 use std::sync::Arc;
 
 use memex_store::{SeqRange, Session, Store};
-use memex_vcc::InputFormat;
+use memex_vcc::{CompileOptions, CompiledTrace, Compiler, InputFormat};
 use uuid::Uuid;
 
 use crate::ViewError;
 
-/// A live session's events 1..=`count`, as memex-event JSON lines.
+/// A live session's compiler after its events 1..=`count` (as memex-event JSON lines), not
+/// finished: the next version resumes a clone of it with the events it adds.
 pub(crate) struct Export {
     count: u64,
-    bytes: bytes::Bytes,
+    compiler: Compiler,
 }
 
-/// (namespace, live session) → its newest export. Events never change, so a newer version's export
-/// is this one plus the events after it: an agent loop's turn reads and encodes only what it
-/// appended, not the whole session.
+/// (namespace, live session) → its newest compiler. Events never change, so a newer version
+/// compiles as this one plus the events after it: an agent loop's turn reads, encodes and lexes
+/// only what it appended, not the whole session (a clone of the compiler is byte for byte a
+/// compile from scratch: `memex-vcc`'s `tests/resumed.rs`).
 pub(crate) type Exports = moka::sync::Cache<(Uuid, Uuid), Arc<Export>>;
 
 pub(crate) fn exports(max_bytes: u64) -> Exports {
     moka::sync::Cache::builder()
         .max_capacity(max_bytes)
-        .weigher(|_, e: &Arc<Export>| u32::try_from(e.bytes.len() + 64).unwrap_or(u32::MAX))
+        .weigher(|_, e: &Arc<Export>| u32::try_from(e.compiler.size_bytes() + 64).unwrap_or(u32::MAX))
         .build()
 }
 
-/// The bytes a session compiles from, the stem its views are named after, and their format.
-pub(crate) async fn source_bytes(
+/// Compiles a session's current version: an imported trace from its raw file, a live session
+/// from its events, resuming the kept compiler of an earlier version when there is one.
+pub(crate) async fn compile(
     store: &Store,
     exports: &Exports,
     ns: Uuid,
     session: &Session,
-) -> Result<(bytes::Bytes, String, InputFormat), ViewError> {
+) -> Result<CompiledTrace, ViewError> {
+    let uncompilable = |e: memex_vcc::CompileError| ViewError::Uncompilable {
+        session: memex_event::SessionId(session.id),
+        message: e.to_string(),
+    };
     if let Some(src) = &session.source {
         let artifact = store.artifact(ns, src.artifact).await?;
         let format = session.source_format.parse().unwrap_or(InputFormat::Auto);
-        return Ok((artifact.bytes.into(), memex_vcc::stem_of(&src.file_name), format));
+        let stem = memex_vcc::stem_of(&src.file_name);
+        let bytes = artifact.bytes;
+        return blocking(move || memex_vcc::compile_trace(&bytes, &stem, CompileOptions { format, strict: false }))
+            .await?
+            .map_err(uncompilable);
     }
     let key = (ns, session.id);
-    let stem = session.id.to_string();
     let kept = exports.get(&key).filter(|e| e.count <= session.event_count);
-    if let Some(e) = &kept
-        && e.count == session.event_count
-    {
-        return Ok((e.bytes.clone(), stem, InputFormat::Memex));
-    }
-    let mut out = Vec::new();
-    let mut from = 1;
-    if let Some(e) = &kept {
-        out.extend_from_slice(&e.bytes);
-        from = e.count + 1;
-    }
+    let from = kept.as_ref().map_or(1, |e| e.count + 1);
+    let mut added = Vec::new();
     let mut token: Option<String> = None;
-    loop {
-        let range = SeqRange { from, to: Some(session.event_count) };
+    let range = SeqRange { from, to: Some(session.event_count) };
+    // Nothing to read when the kept compiler is of this very version.
+    let mut more = from <= session.event_count;
+    while more {
         let page = store.events_in_range(ns, session.id, range, 5000, token.as_deref()).await?;
         for e in page.events {
-            out.extend_from_slice(e.into_record().to_json_line().as_bytes());
-            out.push(b'\n');
+            added.extend_from_slice(e.into_record().to_json_line().as_bytes());
+            added.push(b'\n');
         }
-        match page.next_page_token {
-            Some(t) => token = Some(t),
-            None => break,
-        }
+        token = page.next_page_token;
+        more = token.is_some();
     }
-    let bytes = bytes::Bytes::from(out);
-    // Keep the newest export (a slower compile of an older version must not replace it).
-    if exports.get(&key).is_none_or(|e| e.count < session.event_count) {
-        exports.insert(key, Arc::new(Export { count: session.event_count, bytes: bytes.clone() }));
+    let stem = session.id.to_string();
+    let count = session.event_count;
+    let (compiler, trace) = blocking(move || {
+        let mut compiler = match kept {
+            Some(e) => e.compiler.clone(),
+            None => Compiler::new(stem, CompileOptions { format: InputFormat::Memex, strict: false }),
+        };
+        compiler.push(&added);
+        let kept = compiler.clone();
+        (kept, compiler.finish())
+    })
+    .await?;
+    // Keep the newest compiler (a slower compile of an older version must not replace it).
+    if exports.get(&key).is_none_or(|e| e.count < count) {
+        exports.insert(key, Arc::new(Export { count, compiler }));
     }
-    Ok((bytes, stem, InputFormat::Memex))
+    trace.map_err(uncompilable)
+}
+
+/// Runs a compile on the blocking pool: it is CPU work of the session's size.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, ViewError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| ViewError::Task(e.to_string()))
 }

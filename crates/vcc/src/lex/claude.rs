@@ -31,10 +31,14 @@ pub(crate) const RECORD: Schema = Schema::Fields(&[
     ("isSidechain", Schema::Full),
 ]);
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct ClaudeLexer;
 
 impl LineLexer for ClaudeLexer {
+    fn boxed_clone(&self) -> Box<dyn LineLexer + Send + Sync> {
+        Box::new(self.clone())
+    }
+
     fn schema(&self) -> Schema {
         RECORD
     }

@@ -17,7 +17,7 @@ use crate::record::{Rec, RecBody, RecMeta};
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct CodexLexer {
     /// `call_id` → tool name, for results.
     calls: HashMap<String, String>,
@@ -28,6 +28,10 @@ pub(crate) struct CodexLexer {
 }
 
 impl LineLexer for CodexLexer {
+    fn boxed_clone(&self) -> Box<dyn LineLexer + Send + Sync> {
+        Box::new(self.clone())
+    }
+
     fn schema(&self) -> Schema {
         Schema::Full
     }

@@ -17,7 +17,7 @@ use std::collections::HashMap;
 
 const LABELED_KINDS: [&str; 4] = ["decision", "constraint", "report", "note"];
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct MemexLexer {
     session: Option<String>,
     calls: HashMap<String, String>,
@@ -26,6 +26,10 @@ pub(crate) struct MemexLexer {
 }
 
 impl LineLexer for MemexLexer {
+    fn boxed_clone(&self) -> Box<dyn LineLexer + Send + Sync> {
+        Box::new(self.clone())
+    }
+
     fn schema(&self) -> Schema {
         Schema::Full
     }

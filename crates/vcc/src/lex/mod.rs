@@ -108,15 +108,28 @@ pub(crate) trait LineLexer {
     fn schema(&self) -> Schema;
     /// Turns one record into zero or more [`Rec`]s.
     fn record<'a>(&mut self, line: u32, record: Object<'a>, d: &mut Diags) -> Vec<Rec<'a>>;
+    /// A copy in the same state (a [`crate::Compiler`] is cloned to resume a longer input).
+    fn boxed_clone(&self) -> Box<dyn LineLexer + Send + Sync>;
 }
 
 enum State {
     Detect,
-    Lines(Box<dyn LineLexer + Send>),
+    Lines(Box<dyn LineLexer + Send + Sync>),
     Document { start_line: u32, buf: Vec<u8> },
 }
 
+impl Clone for State {
+    fn clone(&self) -> Self {
+        match self {
+            State::Detect => State::Detect,
+            State::Lines(lexer) => State::Lines(lexer.boxed_clone()),
+            State::Document { start_line, buf } => State::Document { start_line: *start_line, buf: buf.clone() },
+        }
+    }
+}
+
 /// Streaming front end of one input.
+#[derive(Clone)]
 pub(crate) struct Reader {
     detected: Option<TraceFormat>,
     state: State,
@@ -149,6 +162,15 @@ impl Reader {
         reader
     }
 
+    /// Approximate heap size: what it holds of a line or document still being read.
+    pub fn size_bytes(&self) -> usize {
+        let buffered = match &self.state {
+            State::Document { buf, .. } => buf.capacity(),
+            _ => 0,
+        };
+        self.carry.capacity() + buffered + 64
+    }
+
     /// The format in use (Claude until something else was detected).
     pub fn format(&self) -> TraceFormat {
         self.detected.unwrap_or(TraceFormat::Claude)
@@ -156,7 +178,7 @@ impl Reader {
 
     fn start_lines(&mut self, format: TraceFormat) {
         self.detected = Some(format);
-        let lexer: Box<dyn LineLexer + Send> = match format {
+        let lexer: Box<dyn LineLexer + Send + Sync> = match format {
             TraceFormat::Codex => Box::<codex::CodexLexer>::default(),
             TraceFormat::Memex => Box::<memex::MemexLexer>::default(),
             TraceFormat::Claude | TraceFormat::Gemini => Box::new(claude::ClaudeLexer),

@@ -27,26 +27,26 @@ pub(crate) enum ToolNames {
     InResult,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum PendingHeader {
     Done(String),
     Tool { is_error: bool, id_key: String, id: String, explicit: Option<String> },
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum PendingBody {
     Done(Body),
     Media(usize),
     ToolParts(Vec<Part>),
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Part {
     Text(String),
     Media(usize),
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct PendingSection {
     role: SectionRole,
     header: PendingHeader,
@@ -54,7 +54,7 @@ struct PendingSection {
     timestamp: Option<String>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct PendingBlock {
     kind: BlockKind,
     body: PendingBody,
@@ -64,7 +64,7 @@ struct PendingBlock {
     source_line: u32,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct PendingMedia {
     kind: MediaKind,
     index: u32,
@@ -73,7 +73,7 @@ struct PendingMedia {
 }
 
 /// An assistant record whose streamed chunks are still arriving.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct OpenAssistant {
     first_block: u32,
     has_content: bool,
@@ -81,7 +81,7 @@ struct OpenAssistant {
 }
 
 /// Builds one chain.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct ChainBuilder {
     sections: Vec<PendingSection>,
     blocks: Vec<PendingBlock>,
@@ -104,6 +104,43 @@ impl ChainBuilder {
             stats: ChainStats::default(),
             source_line: 0,
         }
+    }
+
+    /// Approximate heap size, for cache weighers.
+    pub fn size_bytes(&self) -> usize {
+        let text = |s: &Option<String>| s.as_ref().map_or(0, String::capacity);
+        let blocks: usize = self
+            .blocks
+            .iter()
+            .map(|b| {
+                let body = match &b.body {
+                    PendingBody::Done(body) => body.heap_bytes(),
+                    PendingBody::Media(_) => 0,
+                    PendingBody::ToolParts(parts) => parts
+                        .iter()
+                        .map(|p| match p {
+                            Part::Text(t) => t.capacity(),
+                            Part::Media(_) => 0,
+                        })
+                        .sum(),
+                };
+                std::mem::size_of::<PendingBlock>() + body + text(&b.tool_id_key)
+            })
+            .sum();
+        let sections: usize = self
+            .sections
+            .iter()
+            .map(|s| {
+                let header = match &s.header {
+                    PendingHeader::Done(h) => h.capacity(),
+                    PendingHeader::Tool { id_key, id, explicit, .. } => id_key.len() + id.len() + text(explicit),
+                };
+                std::mem::size_of::<PendingSection>() + header + text(&s.timestamp)
+            })
+            .sum();
+        let media: usize = self.media.iter().map(|m| m.ext.len() + m.bytes.as_ref().map_or(0, Vec::len)).sum();
+        let names: usize = self.tool_names.iter().map(|(k, v)| k.len() + v.len() + 32).sum();
+        std::mem::size_of::<Self>() + blocks + sections + media + names
     }
 
     /// Sets the input line of the record about to be parsed.

@@ -1,0 +1,124 @@
+//! A live session compiles each new version by resuming the previous version's compiler (a
+//! clone of it, fed the bytes the version adds). The invariant: that is byte for byte a compile
+//! of the whole input from scratch, at any split point, and the earlier version's own result is
+//! unchanged by the resume.
+#![allow(clippy::unwrap_used)]
+
+use memex_vcc::{CompileOptions, CompiledTrace, Compiler, InputFormat, compile_trace};
+use proptest::prelude::*;
+use std::path::Path;
+
+/// Everything a compile gives (chains with their blocks and lines, diagnostics, names), as text.
+fn dump(t: &CompiledTrace) -> String {
+    let views: Vec<String> = t.chains().iter().map(|c| c.full_view()).collect();
+    format!("{t:?}\n{views:?}")
+}
+
+/// Compiles `bytes` as versions ending at each of `cuts` (increasing) and at the end, each by
+/// resuming the previous version's compiler, and checks every version against a compile from
+/// scratch of the same prefix.
+fn check_versions(bytes: &[u8], cuts: &[usize], format: InputFormat) {
+    let opts = CompileOptions { format, strict: false };
+    let mut kept = Compiler::new("s", opts);
+    let mut from = 0;
+    for &cut in cuts.iter().chain(std::iter::once(&bytes.len())) {
+        let cut = cut.clamp(from, bytes.len());
+        let mut next = kept.clone();
+        next.push(&bytes[from..cut]);
+        let resumed = next.clone().finish().unwrap();
+        let scratch = compile_trace(&bytes[..cut], "s", opts).unwrap();
+        assert_eq!(dump(&resumed), dump(&scratch), "version ending at byte {cut} of {}", bytes.len());
+        // The version it resumed from still finishes as it did.
+        let earlier = kept.finish().unwrap();
+        assert_eq!(dump(&earlier), dump(&compile_trace(&bytes[..from], "s", opts).unwrap()));
+        kept = next;
+        from = cut;
+    }
+}
+
+/// Split points of `len` bytes: some on line starts (how a live session grows), some anywhere.
+fn cuts(bytes: &[u8], seed: u64) -> Vec<usize> {
+    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut next = || {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (x >> 33) as usize
+    };
+    let len = bytes.len().max(1);
+    let mut cuts: Vec<usize> = (0..3)
+        .map(|_| {
+            let at = next() % len;
+            // The start of the line after `at`.
+            bytes[at..].iter().position(|&b| b == b'\n').map_or(bytes.len(), |p| at + p + 1)
+        })
+        .collect();
+    cuts.extend((0..2).map(|_| next() % len));
+    cuts.sort_unstable();
+    cuts
+}
+
+#[test]
+fn resuming_a_compile_of_every_real_trace_gives_the_compile_from_scratch() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/traces");
+    let mut checked = 0;
+    for dir in ["claude-code", "codex", "gemini-cli-json"] {
+        let mut files: Vec<_> = std::fs::read_dir(root.join(dir)).unwrap().map(|e| e.unwrap().path()).collect();
+        files.sort();
+        for (i, path) in files.iter().enumerate() {
+            let bytes = std::fs::read(path).unwrap();
+            check_versions(&bytes, &cuts(&bytes, i as u64 + 1), InputFormat::Auto);
+            checked += 1;
+        }
+    }
+    assert!(checked >= 20, "{checked} traces");
+}
+
+#[test]
+fn a_compiler_can_be_kept_in_a_shared_cache() {
+    fn shared<T: Send + Sync + Clone + 'static>() {}
+    shared::<Compiler>();
+}
+
+fn memex_line() -> impl Strategy<Value = String> {
+    let kinds = prop_oneof![
+        Just("user_message"),
+        Just("assistant_message"),
+        Just("thinking"),
+        Just("tool_call"),
+        Just("tool_result"),
+        Just("tool_error"),
+        Just("compaction"),
+        Just("decision"),
+        Just("x-custom"),
+    ];
+    let text = prop::collection::vec(prop_oneof![Just("alpha"), Just("beta\ngamma"), Just(""), Just("δ ε")], 0..4)
+        .prop_map(|w| w.join(" "));
+    (kinds, text, prop_oneof![Just("c1"), Just("c2")], 1u64..50).prop_map(|(kind, content, call, seq)| {
+        let tool = matches!(kind, "tool_call" | "tool_result" | "tool_error");
+        serde_json::json!({
+            "id": "0190c3a0-7b1e-7c3a-9f00-0a1b2c3d4e5f", "session_id": "s1", "seq": seq, "kind": kind,
+            "agent_id": "coder", "task_id": null,
+            "tool_name": if kind == "tool_call" { serde_json::json!("Bash") } else { serde_json::Value::Null },
+            "tool_call_id": if tool { serde_json::json!(call) } else { serde_json::Value::Null },
+            "event_time": "2026-11-22T10:00:00.123Z", "ingest_time": "2026-11-22T10:00:00.130Z",
+            "content": content, "artifact": null, "metadata": null
+        })
+        .to_string()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// A live session's events, in versions of any sizes (malformed lines among them).
+    #[test]
+    fn resuming_over_memex_events_gives_the_compile_from_scratch(
+        lines in prop::collection::vec(prop_oneof![9 => memex_line(), 1 => Just("{not json".to_string())], 0..30),
+        splits in prop::collection::vec(0usize..2000, 0..5),
+    ) {
+        let mut bytes = lines.join("\n").into_bytes();
+        bytes.push(b'\n');
+        let mut cuts: Vec<usize> = splits.into_iter().map(|s| s % bytes.len()).collect();
+        cuts.sort_unstable();
+        check_versions(&bytes, &cuts, InputFormat::Memex);
+    }
+}
