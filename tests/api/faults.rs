@@ -378,13 +378,14 @@ async fn a_full_disk_under_the_index_loses_nothing_and_the_index_catches_up_when
     };
     let mut f = fixture(&srv, "fulldisk").await;
     f.append(vec![ev("note", "alpha before the disk fills")]).await.unwrap();
-    let search = |f: &crate::Fixture, word: &str| {
-        // Each event's own text only (no context from its neighbours), so a word finds its event.
+    let search_at = |f: &crate::Fixture, word: &str, context_weight: Option<f32>| {
+        // Without neighbours' smoothing, so a word finds its event (and, at context weight 0,
+        // only by the event's own text).
         let req = pb::SearchRequest {
             namespace: f.ns.clone(),
             query: word.into(),
             limit: 5,
-            context_weight: Some(0.0),
+            context_weight,
             neighbor_weight: Some(0.0),
             session_weight: Some(0.0),
             ..Default::default()
@@ -399,6 +400,7 @@ async fn a_full_disk_under_the_index_loses_nothing_and_the_index_catches_up_when
             }
         }
     };
+    let search = |f: &crate::Fixture, word: &str| search_at(f, word, Some(0.0));
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while search(&f, "alpha").await != Some(1) {
         assert!(std::time::Instant::now() < deadline, "the first event was never indexed");
@@ -411,14 +413,15 @@ async fn a_full_disk_under_the_index_loses_nothing_and_the_index_catches_up_when
         let text: String = (0..200).map(|j| format!("fulldiskword{i}x{j} ")).collect();
         f.append(vec![ev("note", &format!("{text} omega{i}"))]).await.unwrap();
     }
-    // Searches meanwhile: an answer or UNAVAILABLE, never INTERNAL. The new events are caught
-    // up into RAM (fresh documents) though no commit can write them: they are found.
+    // Searches meanwhile: an answer or UNAVAILABLE, never INTERNAL. At the default context
+    // weight the new events are caught up into RAM (fresh documents) though no commit can write
+    // them, and found; at another weight a search must commit first, and may be UNAVAILABLE.
     let mut found_new = 0;
     for _ in 0..20 {
         if let Some(n) = search(&f, "alpha").await {
             assert!(n <= 1);
         }
-        if search(&f, "omega39").await == Some(1) {
+        if search_at(&f, "omega39", None).await == Some(1) {
             found_new += 1;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -449,6 +449,14 @@ async fn a_sessions_query_finds_new_events_before_they_are_committed_with_the_sa
     let hits = idx.search(ns.id, &query(None)).await.unwrap().hits;
     assert!(hits.iter().any(|h| h.seq == 6), "{hits:?}");
     assert_eq!(idx.index_stats().commits(), commits + 1);
+    // Fresh parts index only what the default context weight scores on: a query at another
+    // weight commits them (and its own catch-up) first, and still finds its new event.
+    f.append(vec![ev("note", "nested brackets at another weight")]).await.unwrap();
+    let mut other = query(Some(&f.session));
+    other.context_weight = 0.0;
+    let hits = idx.search(ns.id, &other).await.unwrap().hits;
+    assert!(hits.iter().any(|h| h.seq == 7), "{hits:?}");
+    assert_eq!(idx.index_stats().commits(), commits + 2);
     let _ = std::fs::remove_dir_all(dir);
 }
 

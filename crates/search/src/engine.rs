@@ -568,8 +568,10 @@ impl SearchIndex {
         validate(req)?;
         let sessions = (!req.filter.session_ids.is_empty()).then_some(&req.filter.session_ids[..]);
         let idx = self.namespace(ns).await?;
-        // A query keeps what its catch-up indexes fresh, and never waits for a commit.
-        self.catch_up_index(&idx, sessions, sessions.and(req.heads_total), true)
+        // A query keeps what its catch-up indexes fresh, and never waits for a commit; unless the
+        // fresh parts cannot score it (another context weight): then it commits them first.
+        let fresh = crate::fresh::parts_answer(req.context_weight) || req.bm25_weight == 0.0;
+        self.catch_up_index(&idx, sessions, sessions.and(req.heads_total), fresh)
             .instrument(tracing::debug_span!("index.catch_up"))
             .await?;
         self.commit_if_due(&idx)?;

@@ -26,7 +26,7 @@ use tantivy::{IndexBuilder, ReloadPolicy, Searcher, TantivyDocument, Term};
 use uuid::Uuid;
 
 use crate::IndexError;
-use crate::schema::{ANALYZER, analyzer, schema};
+use crate::schema::{ANALYZER, analyzer, part_schema};
 
 /// Fresh documents a namespace keeps before a commit starts (a catch-up of more commits itself).
 pub(crate) const FRESH_MAX_DOCS: usize = 2_000;
@@ -41,6 +41,12 @@ pub(crate) const FRESH_MAX_AGE: Duration = Duration::from_secs(2);
 const OVERDUE: usize = 4;
 /// Memory for the term table of a part: one catch-up's documents, usually a turn's.
 const SEGMENT_BUDGET: usize = 1 << 18;
+
+/// Whether fresh parts can answer a query at this context weight: they index only the field
+/// that scores at the default weight ([`crate::schema::part_schema`]).
+pub(crate) fn parts_answer(context_weight: f32) -> bool {
+    context_weight == crate::schema::BODY_CONTEXT_WEIGHT
+}
 
 /// One catch-up's uncommitted documents, as a one-segment in-RAM index, and the documents
 /// themselves for the commit that takes them into the index.
@@ -120,13 +126,13 @@ impl Fresh {
     }
 }
 
-/// A one-segment in-RAM index of `docs`, with the namespace index's schema and analyzer (so its
-/// field ids and terms are the same), and a searcher over it.
+/// A one-segment in-RAM index of `docs`, with the namespace index's fields and analyzer (so its
+/// field ids and terms are the same; see [`part_schema`] for what it indexes), and a searcher over it.
 fn segment(docs: impl Iterator<Item = TantivyDocument>) -> Result<Searcher, IndexError> {
     let tokenizers = TokenizerManager::default();
     tokenizers.register(ANALYZER, analyzer());
     let mut writer = IndexBuilder::new()
-        .schema(schema().0)
+        .schema(part_schema())
         .tokenizers(tokenizers)
         .single_segment_index_writer(RamDirectory::create(), SEGMENT_BUDGET)?;
     for d in docs {
@@ -246,6 +252,10 @@ mod tests {
         // in the statistics though none of its documents can match.
         let found_1 = scored(part.search(&terms, &session_1, 10, 0.5, &s, &parts).unwrap());
         assert_eq!(strip(&found_1), strip(&committed_1));
+        // At another context weight the parts cannot score (they do not index `text`): only
+        // committed documents are searched.
+        let other = part.search(&terms, &SearchFilter::default(), 10, 0.0, &s, &parts).unwrap();
+        assert!(!other.is_empty() && other.iter().all(|h| h.fresh.is_none()), "{other:?}");
 
         // A commit takes them into the index and forgets them.
         part.commit(&part.writing().await).await.unwrap();

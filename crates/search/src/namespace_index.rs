@@ -417,6 +417,9 @@ impl NamespaceIndex {
         if terms.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
+        // Parts index only what the default weight scores on: another weight's caller committed
+        // them first (`SearchIndex::ranking`), and one added since is not searched.
+        let fresh = if crate::fresh::parts_answer(context_boost) { fresh } else { &[] };
         let query = self.query(terms, filter, context_boost);
         // Every match is in one of a few sessions: segments without them are skipped.
         let sessions = self.few_sessions(filter);

@@ -1,7 +1,7 @@
 //! The tantivy schema and analyzer. Bump [`SCHEMA_VERSION`] whenever documents change shape or
 //! content: an index directory of another version is deleted and rebuilt from Postgres at open.
 use tantivy::schema::{
-    FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions,
+    FAST, Field, INDEXED, IndexRecordOption, NumericOptions, STORED, STRING, Schema, TextFieldIndexing, TextOptions,
 };
 use tantivy::tokenizer::{LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, TextAnalyzer};
 
@@ -98,10 +98,30 @@ impl Fields {
 }
 
 pub fn schema() -> (Schema, Fields) {
+    build(false)
+}
+
+/// The schema of a fresh part (see `crate::fresh`): the same fields with the same ids, but only
+/// those indexed that a part is searched on: `tags` (filters) and `body` (scores at the default
+/// context weight). Each indexed field costs a segment a term dictionary and its registry, a
+/// fixed cost a part of one turn's documents paid five times; a query at another context weight
+/// commits the parts and searches the index alone (`SearchIndex::ranking`). `time` is filtered
+/// through its fast column in either schema.
+pub fn part_schema() -> Schema {
+    build(true).0
+}
+
+fn build(part: bool) -> (Schema, Fields) {
     let mut b = Schema::builder();
     let indexed_only = TextOptions::default().set_indexing_options(
         TextFieldIndexing::default().set_tokenizer(ANALYZER).set_index_option(IndexRecordOption::WithFreqs),
     );
+    let (text_options, context_options) = if part {
+        (TextOptions::default().set_stored(), TextOptions::default())
+    } else {
+        (indexed_only.clone().set_stored(), indexed_only.clone())
+    };
+    let time_options: NumericOptions = if part { (STORED | FAST).into() } else { (INDEXED | STORED | FAST).into() };
     // Only what queries filter or score on is indexed, and the filters share one field. Every
     // indexed field gets its own term dictionary in every segment, and starting one costs about a
     // megabyte of writes (tantivy-fst's registry) whatever it holds: with 13 indexed fields, a
@@ -119,14 +139,14 @@ pub fn schema() -> (Schema, Fields) {
         chunk: b.add_u64_field("chunk", STORED),
         tags: b.add_text_field("tags", STRING),
         tool: b.add_text_field("tool", STORED),
-        time: b.add_i64_field("time", INDEXED | STORED | FAST),
+        time: b.add_i64_field("time", time_options),
         first_line: b.add_u64_field("first_line", STORED),
         last_line: b.add_u64_field("last_line", STORED),
         chunk_first_line: b.add_u64_field("chunk_first_line", STORED),
         chunk_last_line: b.add_u64_field("chunk_last_line", STORED),
         doc_key: b.add_u64_field("doc_key", FAST),
-        text: b.add_text_field("text", indexed_only.clone().set_stored()),
-        context: b.add_text_field("context", indexed_only.clone()),
+        text: b.add_text_field("text", text_options),
+        context: b.add_text_field("context", context_options),
         body: b.add_text_field("body", indexed_only),
     };
     (b.build(), fields)
