@@ -1,9 +1,11 @@
 //! Compiler throughput on real traces: lexing+parsing (`compile_trace`), and the whole
-//! `memex view` pipeline minus file I/O (compile + full/UI views + word counts).
+//! `memex view` pipeline minus file I/O (compile + full/UI views + word counts). And a live
+//! session's next version (the trace's last record appended): compiled from scratch, or by
+//! resuming a clone of the previous version's compiler, as `memex-views` does.
 #![allow(clippy::unwrap_used)]
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use memex_vcc::{CompileOptions, Lines, PyRegex, UiOptions, ViewOptions, compile, compile_trace};
+use memex_vcc::{CompileOptions, Compiler, Lines, PyRegex, UiOptions, ViewOptions, compile, compile_trace};
 use std::hint::black_box;
 use std::path::Path;
 
@@ -35,6 +37,22 @@ fn benches(c: &mut Criterion) {
         let search = ViewOptions { ui: UiOptions::default(), predicate: Some(&grep) };
         group.bench_function(format!("compile+views+grep/{name}"), |b| {
             b.iter(|| compile(black_box(&input), name, CompileOptions::default(), &search).unwrap())
+        });
+        // The last record is the new version's event.
+        let body = input.strip_suffix(b"\n").unwrap_or(&input);
+        let cut = body.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+        let mut kept = Compiler::new(name, CompileOptions::default());
+        kept.push(&input[..cut]);
+        group.bench_function(format!("next_version/scratch/{name}"), |b| {
+            b.iter(|| compile_trace(black_box(&input), name, CompileOptions::default()).unwrap())
+        });
+        group.bench_function(format!("next_version/resumed/{name}"), |b| {
+            b.iter(|| {
+                let mut next = kept.clone();
+                next.push(black_box(&input[cut..]));
+                let again = next.clone();
+                (again, next.finish().unwrap())
+            })
         });
     }
     group.finish();
