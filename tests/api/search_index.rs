@@ -411,7 +411,8 @@ async fn concurrent_queries_of_many_sessions_each_see_their_own_writes() {
 
 /// A query over a session finds the session's newest events without committing its catch-up
 /// (an agent loop asks every turn), with the score they have once the background catch-up has
-/// committed them; a query over the whole namespace commits.
+/// committed them; a query over the whole namespace keeps its catch-up fresh too, and one at
+/// another context weight commits.
 #[tokio::test]
 async fn a_sessions_query_finds_new_events_before_they_are_committed_with_the_same_scores() {
     let srv = server_or_skip!();

@@ -294,3 +294,38 @@ async fn appended_events_have_a_view_whose_earlier_lines_never_change() {
     r.predicate = Some(pb::Predicate { regex: "(?<=x)".into(), ..Default::default() });
     assert_status(view(&f, r).await, tonic::Code::InvalidArgument, "predicate");
 }
+
+/// Packs place the events they cite through the views' block cache, kept per session: a new
+/// version of a live session takes over the blocks an append cannot move (those before the
+/// separator of the last section) and places the rest again. Every version's blocks, so placed,
+/// are those a cache that never saw the earlier versions gives.
+#[tokio::test]
+async fn blocks_carried_to_a_new_version_are_those_placed_from_scratch() {
+    use memex_event::{NamespaceId, Seq, SessionId};
+    use memex_pointer::FullView;
+    let srv = server_or_skip!();
+    let mut f = fixture(&srv, "carried").await;
+    let ns = NamespaceId(srv.store.namespace("carried").await.unwrap().id);
+    let session = SessionId(f.session.parse().unwrap());
+    let kept = memex_views::Views::new(srv.store.clone(), &memex_views::ViewsConfig::default());
+    let turns: Vec<Vec<pb::EventInput>> = vec![
+        vec![ev("user_message", "fix the parser"), ev("assistant_message", "looking at it")],
+        vec![call("c1")],
+        vec![result("c1", "src/parser.rs\nsrc/lexer.rs")],
+        vec![ev("assistant_message", "the lexer drops a bracket"), ev("thinking", "line 7 maybe")],
+        vec![ev("assistant_message", "more of the same answer")],
+        vec![ev("user_message", "and the tests?"), call("c2"), result("c2", "2 passed")],
+        vec![ev("decision", "keep the old lexer")],
+    ];
+    let mut n = 0u64;
+    for events in turns {
+        n += events.len() as u64;
+        f.append(events).await.unwrap();
+        let seqs: Vec<Seq> = (1..=n).map(Seq).collect();
+        let placed = kept.blocks(ns, session, Some(Seq(n)), &seqs).await.unwrap();
+        let scratch = memex_views::Views::new(srv.store.clone(), &memex_views::ViewsConfig::default());
+        let want = scratch.blocks(ns, session, Some(Seq(n)), &seqs).await.unwrap();
+        assert_eq!(placed, want, "version {n}");
+    }
+    assert!(kept.stats().blocks_carried() > 0, "later versions took over earlier blocks");
+}

@@ -78,9 +78,17 @@ pub struct Views {
 pub struct CacheStats {
     hits: AtomicU64,
     misses: AtomicU64,
+    /// Placed blocks a live session's new version took over from the previous one.
+    carried: AtomicU64,
 }
 
 impl CacheStats {
+    /// Placed blocks a live session's new version took over from the previous one instead of
+    /// reading their lines again.
+    pub fn blocks_carried(&self) -> u64 {
+        self.carried.load(Ordering::Relaxed)
+    }
+
     pub fn hits(&self) -> u64 {
         self.hits.load(Ordering::Relaxed)
     }
