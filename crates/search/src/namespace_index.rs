@@ -299,6 +299,12 @@ impl NamespaceIndex {
     /// are forgotten at once. Parts added meanwhile stay fresh. On failure the writer drops
     /// everything it held (the parts stay fresh for the next commit).
     pub async fn commit(&self, w: &Writing<'_>) -> Result<(), IndexError> {
+        self.commit_deleting(w, Vec::new()).await
+    }
+
+    /// [`NamespaceIndex::commit`], deleting the documents holding any of `deletes` (applied after
+    /// the fresh parts' documents are added, so they are deleted too).
+    async fn commit_deleting(&self, w: &Writing<'_>, deletes: Vec<Term>) -> Result<(), IndexError> {
         let parts = self.fresh_lock()?.parts();
         let writer = self.writer.clone();
         let taken = parts.len();
@@ -308,6 +314,9 @@ impl NamespaceIndex {
                 for d in p.docs.iter() {
                     w.add_document(d.clone())?;
                 }
+            }
+            for t in deletes {
+                w.delete_term(t);
             }
             w.commit()?;
             Ok(())
@@ -355,32 +364,7 @@ impl NamespaceIndex {
             .iter()
             .map(|s| Term::from_field_text(self.fields.tags, &tag_text(Tag::Session, &s.to_string())))
             .collect();
-        let parts = self.fresh_lock()?.parts();
-        let writer = self.writer.clone();
-        let deleted = tokio::task::spawn_blocking(move || -> Result<(), IndexError> {
-            let mut w = writer.lock().map_err(|e| IndexError::Task(e.to_string()))?;
-            for p in &parts {
-                for d in p.docs.iter() {
-                    w.add_document(d.clone())?;
-                }
-            }
-            for t in terms {
-                w.delete_term(t);
-            }
-            w.commit()?;
-            Ok(())
-        })
-        .await
-        .map_err(|e| IndexError::Task(e.to_string()))
-        .and_then(|r| r);
-        if let Err(e) = deleted {
-            self.rollback(&w).await;
-            return Err(e);
-        }
-        let mut f = self.fresh_lock()?;
-        self.reader.reload()?;
-        f.forget_oldest(usize::MAX);
-        drop(f);
+        self.commit_deleting(&w, terms).await?;
         for s in sessions {
             marks.set(*s, 0);
         }
