@@ -8,6 +8,9 @@ use memex_vcc::{CompileOptions, CompiledTrace, Compiler, InputFormat, compile_tr
 use proptest::prelude::*;
 use std::path::Path;
 
+mod common;
+use common::memex_event;
+
 /// Everything a compile gives (chains with their blocks and lines, diagnostics, names), as text.
 fn dump(t: &CompiledTrace) -> String {
     let views: Vec<String> = t.chains().iter().map(|c| c.full_view()).collect();
@@ -78,41 +81,13 @@ fn a_compiler_can_be_kept_in_a_shared_cache() {
     shared::<Compiler>();
 }
 
-fn memex_line() -> impl Strategy<Value = String> {
-    let kinds = prop_oneof![
-        Just("user_message"),
-        Just("assistant_message"),
-        Just("thinking"),
-        Just("tool_call"),
-        Just("tool_result"),
-        Just("tool_error"),
-        Just("compaction"),
-        Just("decision"),
-        Just("x-custom"),
-    ];
-    let text = prop::collection::vec(prop_oneof![Just("alpha"), Just("beta\ngamma"), Just(""), Just("δ ε")], 0..4)
-        .prop_map(|w| w.join(" "));
-    (kinds, text, prop_oneof![Just("c1"), Just("c2")], 1u64..50).prop_map(|(kind, content, call, seq)| {
-        let tool = matches!(kind, "tool_call" | "tool_result" | "tool_error");
-        serde_json::json!({
-            "id": "0190c3a0-7b1e-7c3a-9f00-0a1b2c3d4e5f", "session_id": "s1", "seq": seq, "kind": kind,
-            "agent_id": "coder", "task_id": null,
-            "tool_name": if kind == "tool_call" { serde_json::json!("Bash") } else { serde_json::Value::Null },
-            "tool_call_id": if tool { serde_json::json!(call) } else { serde_json::Value::Null },
-            "event_time": "2026-11-22T10:00:00.123Z", "ingest_time": "2026-11-22T10:00:00.130Z",
-            "content": content, "artifact": null, "metadata": null
-        })
-        .to_string()
-    })
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
     /// A live session's events, in versions of any sizes (malformed lines among them).
     #[test]
     fn resuming_over_memex_events_gives_the_compile_from_scratch(
-        lines in prop::collection::vec(prop_oneof![9 => memex_line(), 1 => Just("{not json".to_string())], 0..30),
+        lines in prop::collection::vec(prop_oneof![9 => memex_event(), 1 => Just("{not json".to_string())], 0..30),
         splits in prop::collection::vec(0usize..2000, 0..5),
     ) {
         let mut bytes = lines.join("\n").into_bytes();
