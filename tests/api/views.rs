@@ -329,3 +329,75 @@ async fn blocks_carried_to_a_new_version_are_those_placed_from_scratch() {
     }
     assert!(kept.stats().blocks_carried() > 0, "later versions took over earlier blocks");
 }
+
+/// Waits (a bounded time) until `views` has stored `n` line maps in the background.
+async fn maps_written(views: &memex_views::Views, n: u64) {
+    for _ in 0..200 {
+        if views.stats().line_maps_written() >= n {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!("{n} line maps were not stored: {}", views.stats().line_maps_written());
+}
+
+#[tokio::test]
+async fn stored_line_maps_answer_as_a_compile_would() {
+    use memex_event::{NamespaceId, Seq, SessionId};
+    use memex_pointer::{FullView, Stability::Current};
+    let srv = server_or_skip!();
+    let mut f = fixture(&srv, "linemaps").await;
+    let ns = NamespaceId(srv.store.namespace("linemaps").await.unwrap().id);
+    let session = SessionId(f.session.parse().unwrap());
+    let fresh = || memex_views::Views::new(srv.store.clone(), &memex_views::ViewsConfig::default());
+    // Two turns, so that the first lies before the last section (its lines never move).
+    f.append(vec![ev("user_message", "fix the parser"), ev("assistant_message", "looking at it"), call("c1")])
+        .await
+        .unwrap();
+    f.append(vec![result("c1", "src/parser.rs"), ev("user_message", "and the tests?"), ev("thinking", "hm")])
+        .await
+        .unwrap();
+    let seqs: Vec<Seq> = (1..=6).map(Seq).collect();
+    let first = fresh();
+    let want = first.lines(ns, session, &seqs, Current).await.unwrap();
+    assert!(want.iter().filter(|l| l.is_some()).count() >= 4, "{want:?}");
+    assert_eq!(first.stats().misses(), 1);
+    maps_written(&first, 1).await;
+
+    // Another process (nothing compiled) answers from the stored map, without compiling.
+    let second = fresh();
+    assert_eq!(second.lines(ns, session, &seqs, Current).await.unwrap(), want);
+    assert_eq!((second.stats().line_maps_used(), second.stats().misses()), (1, 0));
+
+    // A later version: the stored map still answers for the first turn's events, which an append
+    // cannot move; asked for the rest too, the session is compiled and its new map stored.
+    f.append(vec![call("c2"), result("c2", "2 passed"), ev("decision", "keep the old lexer")]).await.unwrap();
+    let all: Vec<Seq> = (1..=9).map(Seq).collect();
+    let scratch = fresh();
+    scratch.compiled(ns, session).await.unwrap();
+    let want_all = scratch.lines(ns, session, &all, Current).await.unwrap();
+    assert_eq!(scratch.stats().line_maps_used(), 0, "a compiled session is answered from its compile");
+    let third = fresh();
+    assert_eq!(third.lines(ns, session, &all[..3], Current).await.unwrap(), want_all[..3]);
+    assert_eq!((third.stats().line_maps_used(), third.stats().misses()), (1, 0));
+    let fourth = fresh();
+    assert_eq!(fourth.lines(ns, session, &all, Current).await.unwrap(), want_all);
+    assert_eq!((fourth.stats().line_maps_used(), fourth.stats().misses()), (0, 1));
+    maps_written(&fourth, 1).await;
+    let fifth = fresh();
+    assert_eq!(fifth.lines(ns, session, &all, Current).await.unwrap(), want_all);
+    assert_eq!((fifth.stats().line_maps_used(), fifth.stats().misses()), (1, 0));
+
+    // An imported trace's map is of its only version.
+    let name = "entire__fc99c919b212-0.jsonl";
+    let imported = import(&mut f, name, &trace(name), false).await.unwrap();
+    let trace_session = SessionId(imported.session.unwrap().id.parse().unwrap());
+    let seqs: Vec<Seq> = (1..=20).map(Seq).collect();
+    let sixth = fresh();
+    let want = sixth.lines(ns, trace_session, &seqs, Current).await.unwrap();
+    assert!(want.iter().any(|l| l.is_some()));
+    maps_written(&sixth, 1).await;
+    let seventh = fresh();
+    assert_eq!(seventh.lines(ns, trace_session, &seqs, Current).await.unwrap(), want);
+    assert_eq!((seventh.stats().line_maps_used(), seventh.stats().misses()), (1, 0));
+}

@@ -185,6 +185,8 @@ impl Store {
             .await?
             .rows_affected();
         run("DELETE FROM append_batches WHERE namespace_id = $1 AND session_id = ANY($2)").execute(&mut *tx).await?;
+        // The sessions' line maps were made from the events before the tombstones.
+        run("DELETE FROM view_line_maps WHERE namespace_id = $1 AND session_id = ANY($2)").execute(&mut *tx).await?;
         let (packs, chunks) = match scan {
             Some(scan) => scan_packs(&mut tx, namespace_id, scan).await?,
             None => (Vec::new(), Vec::new()),

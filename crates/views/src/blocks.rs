@@ -60,7 +60,7 @@ impl SessionBlocks {
 /// separator before its last section (appending memex events never changes a full-view line
 /// before it: `memex-vcc`'s `appending_events_keeps_earlier_lines`). A chain closed by a later
 /// one never changes, nor does an imported trace.
-fn stable_before(compiled: &CompiledSession) -> u32 {
+pub(crate) fn stable_before(compiled: &CompiledSession) -> u32 {
     let chains = compiled.trace.chains();
     if compiled.is_imported() || chains.len() > 1 {
         return u32::MAX;

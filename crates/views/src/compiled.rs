@@ -36,22 +36,24 @@ impl CompiledSession {
 
     /// The full-view lines of the blocks made from the input record at `source_line`.
     pub fn lines_of_record(&self, source_line: u32) -> Option<ViewLines> {
-        self.by_source_line
-            .get_or_init(|| {
-                let mut map: HashMap<u32, ViewLines> = HashMap::new();
-                for (c, chain) in self.trace.chains().iter().enumerate() {
-                    for b in chain.blocks() {
-                        let r = b.range();
-                        map.entry(b.source_line()).and_modify(|e| e.range = e.range.span(r)).or_insert(ViewLines {
-                            chain: c as u32 + 1,
-                            range: LineRange { first: r.first, last: r.last },
-                        });
-                    }
+        self.record_lines().get(&source_line).copied()
+    }
+
+    /// Input line of each record → the full-view lines of the blocks it produced.
+    pub(crate) fn record_lines(&self) -> &HashMap<u32, ViewLines> {
+        self.by_source_line.get_or_init(|| {
+            let mut map: HashMap<u32, ViewLines> = HashMap::new();
+            for (c, chain) in self.trace.chains().iter().enumerate() {
+                for b in chain.blocks() {
+                    let r = b.range();
+                    map.entry(b.source_line()).and_modify(|e| e.range = e.range.span(r)).or_insert(ViewLines {
+                        chain: c as u32 + 1,
+                        range: LineRange { first: r.first, last: r.last },
+                    });
                 }
-                map
-            })
-            .get(&source_line)
-            .copied()
+            }
+            map
+        })
     }
 
     /// The full view of chain `i` (0-based); cloning the bytes is free.

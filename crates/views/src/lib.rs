@@ -25,6 +25,7 @@ mod blocks;
 mod compiled;
 mod error;
 mod import;
+mod line_map;
 mod place;
 mod predicate;
 mod render;
@@ -43,6 +44,9 @@ pub use error::ViewError;
 pub use import::{ImportTrace, Imported};
 pub use predicate::{Bm25Blocks, ScoredBlocks};
 pub use render::{LinesRead, MAX_READ_LINES, RankedQuery, RenderedView, ViewKind, ViewQuery, ViewRequest};
+
+/// Line maps stored at once, at most.
+const MAP_WRITES: usize = 4;
 
 /// The `[views]` section of `memex.toml`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -70,6 +74,9 @@ pub struct Views {
     read_only: moka::future::Cache<Uuid, Arc<CompiledSession>>,
     exports: source::Exports,
     blocks: blocks::BlockCache,
+    /// Line maps being stored; past this many, a compile's map is not stored (the next miss
+    /// compiles again and stores it then).
+    map_writes: Arc<tokio::sync::Semaphore>,
     stats: Arc<CacheStats>,
 }
 
@@ -80,6 +87,10 @@ pub struct CacheStats {
     misses: AtomicU64,
     /// Placed blocks a live session's new version took over from the previous one.
     carried: AtomicU64,
+    /// Lines answered from a stored line map instead of a compile.
+    maps_used: AtomicU64,
+    /// Line maps stored after a compile.
+    maps_written: AtomicU64,
 }
 
 impl CacheStats {
@@ -87,6 +98,16 @@ impl CacheStats {
     /// reading their lines again.
     pub fn blocks_carried(&self) -> u64 {
         self.carried.load(Ordering::Relaxed)
+    }
+
+    /// Lookups of events' lines that a stored line map answered without compiling the session.
+    pub fn line_maps_used(&self) -> u64 {
+        self.maps_used.load(Ordering::Relaxed)
+    }
+
+    /// Line maps stored after compiling a session.
+    pub fn line_maps_written(&self) -> u64 {
+        self.maps_written.load(Ordering::Relaxed)
     }
 
     pub fn hits(&self) -> u64 {
@@ -122,6 +143,7 @@ impl Views {
             read_only: moka::future::Cache::builder().max_capacity(cache_bytes).weigher(weigh).build(),
             exports: source::exports(cache_bytes / 4),
             blocks: blocks::cache(cache_bytes / 2),
+            map_writes: Arc::new(tokio::sync::Semaphore::new(MAP_WRITES)),
             stats: Arc::new(CacheStats::default()),
         }
     }
@@ -202,18 +224,35 @@ impl Views {
 
     /// The current version of a session, compiled.
     pub async fn compiled(&self, ns: NamespaceId, session: SessionId) -> Result<Arc<CompiledSession>, ViewError> {
+        match self.cached_or_row(ns, session).await? {
+            Ok(hit) => Ok(hit),
+            Err(row) => self.compile_row(ns, row).await,
+        }
+    }
+
+    /// The session's current version if it is compiled here, else its row.
+    async fn cached_or_row(
+        &self,
+        ns: NamespaceId,
+        session: SessionId,
+    ) -> Result<Result<Arc<CompiledSession>, Session>, ViewError> {
         if let Some(hit) = self.read_only.get(&session.0).await
             && hit.session.namespace_id == ns.0
         {
             self.stats.hit();
-            return Ok(hit);
+            return Ok(Ok(hit));
         }
         let row = self.store.session(ns.0, session.0).await?;
-        let key = (row.id, row.event_count);
-        if let Some(hit) = self.cache.get(&key).await {
+        if let Some(hit) = self.cache.get(&(row.id, row.event_count)).await {
             self.stats.hit();
-            return Ok(hit);
+            return Ok(Ok(hit));
         }
+        Ok(Err(row))
+    }
+
+    /// Compiles the version of a session its row names (once, however many ask at a time).
+    async fn compile_row(&self, ns: NamespaceId, row: Session) -> Result<Arc<CompiledSession>, ViewError> {
+        let key = (row.id, row.event_count);
         self.stats.misses.fetch_add(1, Ordering::Relaxed);
         let imported = row.source.is_some();
         let compiled = self

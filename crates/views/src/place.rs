@@ -1,25 +1,68 @@
 //! Where events sit in their session's full view: `GetEvents` with lines, and the
 //! [`FullView`] seam the search index and the context engine ask.
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 
 use futures::future::BoxFuture;
 use memex_event::{NamespaceId, Seq, SessionId};
 use memex_pointer::{FullView, FullViewError, Stability, ViewBlock, ViewLines};
 
+use memex_store::tenant;
+
+use crate::line_map::LineMap;
 use crate::{CompiledSession, ViewError, Views};
 
 impl Views {
     /// The full-view lines of the given events of a session (by seq); events that render nothing
     /// are absent. An imported trace maps at record granularity: every event of one trace record
-    /// gets the lines of all that record's blocks.
+    /// gets the lines of all that record's blocks. A session not compiled here is answered from
+    /// its stored line map when that can say; else it is compiled, and its map stored.
     pub async fn event_lines(
         &self,
         ns: NamespaceId,
         session: SessionId,
         seqs: &[Seq],
     ) -> Result<HashMap<Seq, ViewLines>, ViewError> {
-        let compiled = self.compiled(ns, session).await?;
+        let row = match self.cached_or_row(ns, session).await? {
+            Ok(compiled) => return self.lines_in(ns, &compiled, seqs).await,
+            Err(row) => row,
+        };
+        let imported = row.source.is_some();
+        let version = if imported { 0 } else { row.event_count };
+        let stored = self.store.line_map(ns.0, session.0).await?.and_then(|r| LineMap::from_row(&r));
+        if let Some(map) = &stored {
+            let records = self.source_lines(ns, session, imported, seqs).await?;
+            let answers: Option<Vec<(Seq, Option<ViewLines>)>> =
+                records.iter().map(|(seq, line)| Some((*seq, map.answer(*line, version)?))).collect();
+            if let Some(answers) = answers {
+                self.stats.maps_used.fetch_add(1, Ordering::Relaxed);
+                return Ok(answers.into_iter().filter_map(|(seq, l)| Some((seq, l?))).collect());
+            }
+        }
+        let compiled = self.compile_row(ns, row).await?;
+        if stored.is_none_or(|m| m.version() < compiled.version()) {
+            self.store_line_map(ns, &compiled);
+        }
         self.lines_in(ns, &compiled, seqs).await
+    }
+
+    /// Stores a compiled session's line map in the background, when few are being stored.
+    fn store_line_map(&self, ns: NamespaceId, compiled: &CompiledSession) {
+        let Ok(permit) = self.map_writes.clone().try_acquire_owned() else {
+            return;
+        };
+        let row = LineMap::of(compiled).row(compiled.session.id);
+        let (store, stats) = (self.store.clone(), self.stats.clone());
+        let write = async move {
+            match store.put_line_maps(ns.0, &[row]).await {
+                Ok(n) => {
+                    stats.maps_written.fetch_add(n, Ordering::Relaxed);
+                }
+                Err(e) => tracing::debug!(error = %e, "line map not stored"),
+            }
+            drop(permit);
+        };
+        tokio::spawn(tenant::inherit(tenant::current(), write));
     }
 
     /// [`Views::event_lines`] in a session already compiled.
@@ -29,7 +72,8 @@ impl Views {
         compiled: &CompiledSession,
         seqs: &[Seq],
     ) -> Result<HashMap<Seq, ViewLines>, ViewError> {
-        let records = self.source_lines(ns, compiled, seqs).await?;
+        let session = SessionId(compiled.session.id);
+        let records = self.source_lines(ns, session, compiled.is_imported(), seqs).await?;
         Ok(records.into_iter().filter_map(|(seq, line)| Some((seq, compiled.lines_of_record(line)?))).collect())
     }
 
@@ -37,12 +81,13 @@ impl Views {
     pub(crate) async fn source_lines(
         &self,
         ns: NamespaceId,
-        compiled: &CompiledSession,
+        session: SessionId,
+        imported: bool,
         seqs: &[Seq],
     ) -> Result<Vec<(Seq, u32)>, ViewError> {
-        if compiled.is_imported() {
+        if imported {
             let seqs: Vec<i64> = seqs.iter().map(|s| s.0 as i64).collect();
-            let lines = self.store.event_source_lines(ns.0, compiled.session.id, &seqs).await?;
+            let lines = self.store.event_source_lines(ns.0, session.0, &seqs).await?;
             Ok(lines.into_iter().map(|(seq, line)| (Seq(seq), line)).collect())
         } else {
             // A session's own events are compiled from their export, one line per seq.

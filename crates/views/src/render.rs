@@ -207,7 +207,9 @@ impl Views {
                 // Scores are by event; blocks know the input record they came from.
                 let seqs: Vec<Seq> = scores.keys().copied().collect();
                 let mut by_line: HashMap<u32, f64> = HashMap::new();
-                for (seq, line) in self.source_lines(ns, compiled, &seqs).await? {
+                for (seq, line) in
+                    self.source_lines(ns, SessionId(compiled.session.id), compiled.is_imported(), &seqs).await?
+                {
                     if let Some(&score) = scores.get(&seq) {
                         by_line.entry(line).and_modify(|s| *s = s.max(score)).or_insert(score);
                     }

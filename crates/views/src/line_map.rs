@@ -1,0 +1,119 @@
+//! A compiled session's line map (input record → full-view lines), stored beside the session
+//! (`view_line_maps`), so that a process citing a session's lines answers from a few bytes
+//! instead of reading and compiling all its events: memory's answers, search hits' lines and
+//! handoffs cite sessions no request has compiled lately.
+use memex_pointer::{LineRange, ViewLines};
+use memex_store::LineMapRow;
+use uuid::Uuid;
+
+use crate::CompiledSession;
+
+/// Bytes per entry: source line, chain, first and last line, little-endian u32s.
+const ENTRY: usize = 16;
+
+/// Where each input record of one compiled version sits, ordered by source line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LineMap {
+    version: u64,
+    /// Chain 1's lines before this never change in a later version ([`crate::blocks`]).
+    stable_before: u32,
+    entries: Vec<(u32, ViewLines)>,
+}
+
+impl LineMap {
+    pub(crate) fn of(compiled: &CompiledSession) -> LineMap {
+        let mut entries: Vec<(u32, ViewLines)> = compiled.record_lines().iter().map(|(l, v)| (*l, *v)).collect();
+        entries.sort_unstable_by_key(|(l, _)| *l);
+        LineMap { version: compiled.version(), stable_before: crate::blocks::stable_before(compiled), entries }
+    }
+
+    pub(crate) fn version(&self) -> u64 {
+        self.version
+    }
+
+    pub(crate) fn row(&self, session: Uuid) -> LineMapRow {
+        let mut map = Vec::with_capacity(self.entries.len() * ENTRY);
+        for (line, v) in &self.entries {
+            for n in [*line, v.chain, v.range.first, v.range.last] {
+                map.extend_from_slice(&n.to_le_bytes());
+            }
+        }
+        LineMapRow { session_id: session, version: self.version, stable_before: self.stable_before, map }
+    }
+
+    /// The map a row holds; `None` for bytes this code did not write (then the session is
+    /// compiled, and its map written again).
+    pub(crate) fn from_row(row: &LineMapRow) -> Option<LineMap> {
+        if !row.map.len().is_multiple_of(ENTRY) {
+            return None;
+        }
+        let mut entries = Vec::with_capacity(row.map.len() / ENTRY);
+        for e in row.map.chunks_exact(ENTRY) {
+            let n = |i: usize| e.get(i * 4..i * 4 + 4).and_then(|b| b.try_into().ok()).map(u32::from_le_bytes);
+            let (line, chain, first, last) = (n(0)?, n(1)?, n(2)?, n(3)?);
+            if chain == 0 || first == 0 || last < first || entries.last().is_some_and(|(l, _)| *l >= line) {
+                return None;
+            }
+            entries.push((line, ViewLines { chain, range: LineRange { first, last } }));
+        }
+        Some(LineMap { version: row.version, stable_before: row.stable_before, entries })
+    }
+
+    /// The lines of the record at `source_line` in the session's version `current`: `Some(None)`
+    /// when it renders none, `None` when this map cannot say (a later version, and the record
+    /// not wholly in chain 1's stable lines).
+    pub(crate) fn answer(&self, source_line: u32, current: u64) -> Option<Option<ViewLines>> {
+        let found = self.entries.binary_search_by_key(&source_line, |(l, _)| *l).ok().and_then(|i| self.entries.get(i));
+        if current == self.version {
+            return Some(found.map(|(_, v)| *v));
+        }
+        match found {
+            Some((_, v)) if current > self.version && v.chain == 1 && v.range.last < self.stable_before => {
+                Some(Some(*v))
+            }
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(version: u64, stable_before: u32) -> LineMap {
+        let v = |chain, first, last| ViewLines { chain, range: LineRange { first, last } };
+        LineMap {
+            version,
+            stable_before,
+            entries: vec![(1, v(1, 1, 3)), (2, v(1, 5, 9)), (4, v(1, 11, 20)), (5, v(2, 1, 4))],
+        }
+    }
+
+    #[test]
+    fn rows_round_trip_and_foreign_bytes_are_refused() {
+        let m = map(7, 10);
+        let row = m.row(Uuid::nil());
+        assert_eq!(row.map.len(), 4 * ENTRY);
+        assert_eq!(LineMap::from_row(&row), Some(m));
+        let mut short = row.clone();
+        short.map.pop();
+        assert_eq!(LineMap::from_row(&short), None);
+        let mut unsorted = row.clone();
+        unsorted.map[0] = 9; // the first source line now follows the second
+        assert_eq!(LineMap::from_row(&unsorted), None);
+    }
+
+    #[test]
+    fn a_later_version_is_answered_only_from_stable_lines() {
+        let m = map(7, 10);
+        // The very version: every record, and those that render nothing.
+        assert_eq!(m.answer(2, 7).flatten().map(|v| v.range.first), Some(5));
+        assert_eq!(m.answer(3, 7), Some(None));
+        // A later one: chain 1 before line 10 only.
+        assert_eq!(m.answer(2, 8).flatten().map(|v| v.range.last), Some(9));
+        assert_eq!(m.answer(4, 8), None, "ends past the stable line");
+        assert_eq!(m.answer(5, 8), None, "another chain");
+        assert_eq!(m.answer(3, 8), None, "rendered nothing then, may render now");
+        assert_eq!(m.answer(2, 6), None, "an older version than the map's");
+    }
+}
