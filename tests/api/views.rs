@@ -400,4 +400,19 @@ async fn stored_line_maps_answer_as_a_compile_would() {
     let seventh = fresh();
     assert_eq!(seventh.lines(ns, trace_session, &seqs, Current).await.unwrap(), want);
     assert_eq!((seventh.stats().line_maps_used(), seventh.stats().misses()), (1, 0));
+
+    // Several sessions at once (their rows and maps in one round trip each): the same answers,
+    // and a session that does not exist is its own error.
+    let gone = SessionId(uuid::Uuid::now_v7());
+    let asks = vec![(session, all.clone()), (gone, all.clone()), (trace_session, seqs.clone())];
+    let eighth = fresh();
+    let answers = eighth.lines_of_sessions(ns, &asks, Current).await;
+    assert_eq!(answers[0].as_ref().unwrap(), &want_all);
+    assert_eq!(answers[1], Err(memex_pointer::FullViewError::SessionNotFound(gone)));
+    assert_eq!(answers[2].as_ref().unwrap(), &want);
+    assert_eq!((eighth.stats().line_maps_used(), eighth.stats().misses()), (2, 0));
+    // A live session's lines are never final; an import's are.
+    let finals = eighth.lines_of_sessions(ns, &asks, memex_pointer::Stability::Final).await;
+    assert!(finals[0].as_ref().unwrap().iter().all(Option::is_none));
+    assert_eq!(finals[2].as_ref().unwrap(), &want);
 }

@@ -2,10 +2,15 @@
 //! index (stored hits' lines) and the context engine (placing pack items) ask it. One trait, so a
 //! request never goes down into a consumer and back up into the server to learn where an event is.
 
+use futures::StreamExt;
 use futures::future::BoxFuture;
 use memex_event::{NamespaceId, Seq, SessionId};
 
 use crate::{LineRange, ViewBlock};
+
+/// Sessions a [`FullView::lines_of_sessions`] looks up at once (a session's first lookup may
+/// compile it).
+pub const SESSIONS_AT_ONCE: usize = 8;
 
 /// Where an event sits in its session's full views: a trace split by compactions has one full view
 /// per chain (1-based), each with its own line numbers.
@@ -51,6 +56,19 @@ pub trait FullView: Send + Sync {
         seqs: &'a [Seq],
         stability: Stability,
     ) -> BoxFuture<'a, Result<Vec<Option<ViewLines>>, FullViewError>>;
+
+    /// [`FullView::lines`] of several sessions, one answer per ask, in order (a session's error
+    /// is its own); an implementation may answer them all in a few round trips.
+    fn lines_of_sessions<'a>(
+        &'a self,
+        namespace: NamespaceId,
+        asks: &'a [(SessionId, Vec<Seq>)],
+        stability: Stability,
+    ) -> BoxFuture<'a, Vec<Result<Vec<Option<ViewLines>>, FullViewError>>> {
+        let work: Vec<_> =
+            asks.iter().map(|(session, seqs)| self.lines(namespace, *session, seqs, stability)).collect();
+        Box::pin(futures::stream::iter(work).buffered(SESSIONS_AT_ONCE).collect())
+    }
 
     /// Each event's block of the first chain (its range and its lines there), for rendering it
     /// as the agent will cite it; `None` for one that renders nothing or sits in a later chain

@@ -21,7 +21,7 @@ mod full_view;
 mod render;
 
 pub use event::{ArtifactPointer, ContextEvent, EventFlags, ViewBlock};
-pub use full_view::{FullView, FullViewError, NoFullView, Stability, ViewLines};
+pub use full_view::{FullView, FullViewError, NoFullView, SESSIONS_AT_ONCE, Stability, ViewLines};
 pub use render::{SessionAliases, cite, event_header, render_event};
 
 use std::fmt;

@@ -2,7 +2,6 @@
 //! lines asked for are batched per session and asked once per answer.
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use futures::StreamExt;
 use memex_event::{NamespaceId, Seq, SessionId};
 use memex_pointer::{FullView, LineRange, Pointer, Stability, ViewLines};
 use uuid::Uuid;
@@ -12,8 +11,6 @@ use crate::RecallError;
 /// Most seqs asked at each end of a span: a span's pointer runs from its first placed event to
 /// its last.
 const ENDS: u64 = 24;
-/// Sessions looked up at once.
-const SESSIONS_AT_ONCE: usize = 8;
 
 #[derive(Default)]
 pub struct PointerBatch {
@@ -38,28 +35,24 @@ impl PointerBatch {
         self.wanted.entry(session).or_default().insert(seq);
     }
 
-    /// Looks the wanted seqs up, one call per session, several sessions at once (a session's
-    /// first lookup may compile it). A session the full view cannot find (gone) leaves its
-    /// pointers empty.
+    /// Looks the wanted seqs up, all sessions in one call (the full view batches what it can;
+    /// a session's first lookup may compile it). A session the full view cannot find (gone)
+    /// leaves its pointers empty.
     pub async fn resolve(&mut self, ns: Uuid, view: &dyn FullView) -> Result<(), RecallError> {
-        let asks: Vec<(Uuid, Vec<Seq>)> = std::mem::take(&mut self.wanted)
+        let asks: Vec<(SessionId, Vec<Seq>)> = std::mem::take(&mut self.wanted)
             .into_iter()
             .map(|(session, seqs)| {
                 let seqs: Vec<Seq> =
                     seqs.into_iter().filter(|s| !self.known.contains_key(&(session, *s))).map(Seq).collect();
-                (session, seqs)
+                (SessionId(session), seqs)
             })
             .filter(|(_, seqs)| !seqs.is_empty())
             .collect();
-        let answers: Vec<_> = futures::stream::iter(asks)
-            .map(|(session, seqs)| async move {
-                let lines = view.lines(NamespaceId(ns), SessionId(session), &seqs, Stability::Current).await;
-                (session, seqs, lines)
-            })
-            .buffer_unordered(SESSIONS_AT_ONCE)
-            .collect()
-            .await;
-        for (session, seqs, lines) in answers {
+        if asks.is_empty() {
+            return Ok(());
+        }
+        let answers = view.lines_of_sessions(NamespaceId(ns), &asks, Stability::Current).await;
+        for ((session, seqs), lines) in asks.iter().zip(answers) {
             let lines = match lines {
                 Ok(l) => l,
                 Err(memex_pointer::FullViewError::SessionNotFound(_)) => continue,
@@ -67,7 +60,7 @@ impl PointerBatch {
             };
             for (s, l) in seqs.iter().zip(lines) {
                 if let Some(l) = l {
-                    self.known.insert((session, s.0), l);
+                    self.known.insert((session.0, s.0), l);
                 }
             }
         }

@@ -713,11 +713,22 @@ impl SearchIndex {
         for (i, h) in hits.iter().enumerate().filter(|(_, h)| h.lines.is_none()) {
             by_session.entry(h.session_id).or_default().push(i);
         }
+        let mut sessions: Vec<Vec<usize>> = Vec::with_capacity(by_session.len());
+        let mut asks: Vec<(SessionId, Vec<Seq>)> = Vec::with_capacity(by_session.len());
         for (session, idxs) in by_session {
-            let seqs: Vec<Seq> = idxs.iter().map(|&i| Seq(hits[i].seq)).collect();
-            let ranges = self.lines_of(ns, session, &seqs, Stability::Current).await;
-            for (&i, r) in idxs.iter().zip(ranges) {
-                hits[i].lines = r;
+            asks.push((SessionId(session), idxs.iter().map(|&i| Seq(hits[i].seq)).collect()));
+            sessions.push(idxs);
+        }
+        let answers = self.full_view.lines_of_sessions(NamespaceId(ns), &asks, Stability::Current).await;
+        for ((idxs, (session, _)), lines) in sessions.iter().zip(&asks).zip(answers) {
+            match lines {
+                Ok(lines) => {
+                    for (&i, l) in idxs.iter().zip(lines) {
+                        hits[i].lines = l.map(|l| l.range);
+                    }
+                }
+                // A view that cannot be compiled costs hits their lines, never the search.
+                Err(e) => tracing::warn!(session = %session.0, error = %e, "full-view lines unavailable"),
             }
         }
     }

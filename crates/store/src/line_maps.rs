@@ -26,12 +26,27 @@ impl Store {
         .bind(session_id)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map(|(version, stable_before, map)| LineMapRow {
-            session_id,
-            version: version.max(0) as u64,
-            stable_before: u32::try_from(stable_before.max(0)).unwrap_or(u32::MAX),
-            map,
-        }))
+        Ok(row.map(|(version, stable_before, map)| self::row(session_id, version, stable_before, map)))
+    }
+
+    /// The stored line maps of the sessions of `ids` that have one.
+    #[tracing::instrument(name = "store.line_maps", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "line_maps"))]
+    pub async fn line_maps(&self, namespace_id: Uuid, ids: &[Uuid]) -> Result<Vec<LineMapRow>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows: Vec<(Uuid, i64, i64, Vec<u8>)> = sqlx::query_as(
+            "SELECT session_id, version, stable_before, map FROM view_line_maps
+             WHERE namespace_id = $1 AND session_id = ANY($2)",
+        )
+        .bind(namespace_id)
+        .bind(ids)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(session_id, version, stable_before, map)| row(session_id, version, stable_before, map))
+            .collect())
     }
 
     /// Stores line maps, each replacing an older version's. A session erased meanwhile gets none:
@@ -70,5 +85,14 @@ impl Store {
         .rows_affected();
         tx.commit().await?;
         Ok(written)
+    }
+}
+
+fn row(session_id: Uuid, version: i64, stable_before: i64, map: Vec<u8>) -> LineMapRow {
+    LineMapRow {
+        session_id,
+        version: version.max(0) as u64,
+        stable_before: u32::try_from(stable_before.max(0)).unwrap_or(u32::MAX),
+        map,
     }
 }

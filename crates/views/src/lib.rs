@@ -243,11 +243,22 @@ impl Views {
             return Ok(Ok(hit));
         }
         let row = self.store.session(ns.0, session.0).await?;
-        if let Some(hit) = self.cache.get(&(row.id, row.event_count)).await {
+        Ok(match self.cached(&row).await {
+            Some(hit) => Ok(hit),
+            None => Err(row),
+        })
+    }
+
+    /// The version of a session its row names, if it is compiled here.
+    async fn cached(&self, row: &Session) -> Option<Arc<CompiledSession>> {
+        let hit = match self.read_only.get(&row.id).await {
+            Some(hit) if hit.session.namespace_id == row.namespace_id => Some(hit),
+            _ => self.cache.get(&(row.id, row.event_count)).await,
+        };
+        if hit.is_some() {
             self.stats.hit();
-            return Ok(Ok(hit));
         }
-        Ok(Err(row))
+        hit
     }
 
     /// Compiles the version of a session its row names (once, however many ask at a time).

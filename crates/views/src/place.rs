@@ -1,13 +1,15 @@
 //! Where events sit in their session's full view: `GetEvents` with lines, and the
 //! [`FullView`] seam the search index and the context engine ask.
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use futures::StreamExt;
 use futures::future::BoxFuture;
 use memex_event::{NamespaceId, Seq, SessionId};
-use memex_pointer::{FullView, FullViewError, Stability, ViewBlock, ViewLines};
-
-use memex_store::tenant;
+use memex_pointer::{FullView, FullViewError, SESSIONS_AT_ONCE, Stability, ViewBlock, ViewLines};
+use memex_store::{LineMapRow, Session, tenant};
+use uuid::Uuid;
 
 use crate::line_map::LineMap;
 use crate::{CompiledSession, ViewError, Views};
@@ -27,9 +29,77 @@ impl Views {
             Ok(compiled) => return self.lines_in(ns, &compiled, seqs).await,
             Err(row) => row,
         };
+        let stored = self.store.line_map(ns.0, session.0).await?;
+        self.lines_uncompiled(ns, row, stored, seqs).await
+    }
+
+    /// [`Views::event_lines`] of several sessions, with one round trip for their rows and one
+    /// for the stored maps of those not compiled here.
+    async fn lines_of_many(
+        &self,
+        ns: NamespaceId,
+        asks: &[(SessionId, Vec<Seq>)],
+        stability: Stability,
+    ) -> Vec<Result<Vec<Option<ViewLines>>, FullViewError>> {
+        let ids: Vec<Uuid> = asks.iter().map(|(s, _)| s.0).collect();
+        let rows: HashMap<Uuid, Session> = match self.store.sessions_by_ids(ns.0, &ids).await {
+            Ok(rows) => rows.into_iter().map(|r| (r.id, r)).collect(),
+            Err(e) => {
+                let e = FullViewError::from(ViewError::from(e));
+                return asks.iter().map(|_| Err(e.clone())).collect();
+            }
+        };
+        let mut compiled: HashMap<Uuid, Arc<CompiledSession>> = HashMap::new();
+        for row in rows.values() {
+            if let Some(c) = self.cached(row).await {
+                compiled.insert(row.id, c);
+            }
+        }
+        let unmapped: Vec<Uuid> = rows.keys().filter(|id| !compiled.contains_key(id)).copied().collect();
+        // Without the maps each session is compiled, as before: an error here is not the answer's.
+        let mut maps: HashMap<Uuid, LineMapRow> = match self.store.line_maps(ns.0, &unmapped).await {
+            Ok(maps) => maps.into_iter().map(|m| (m.session_id, m)).collect(),
+            Err(e) => {
+                tracing::debug!(error = %e, "line maps unavailable");
+                HashMap::new()
+            }
+        };
+        let work: Vec<_> = asks
+            .iter()
+            .map(|(session, seqs)| {
+                let row = rows.get(&session.0).cloned();
+                let done = compiled.get(&session.0).cloned();
+                let map = maps.remove(&session.0);
+                async move {
+                    let row = row.ok_or(FullViewError::SessionNotFound(*session))?;
+                    // A live session's last section still moves; only an import's lines are final.
+                    if stability == Stability::Final && row.source.is_none() {
+                        return Ok(vec![None; seqs.len()]);
+                    }
+                    let lines = match done {
+                        Some(c) => self.lines_in(ns, &c, seqs).await?,
+                        None => self.lines_uncompiled(ns, row, map, seqs).await?,
+                    };
+                    Ok(seqs.iter().map(|s| lines.get(s).copied()).collect())
+                }
+            })
+            .collect();
+        futures::stream::iter(work).buffered(SESSIONS_AT_ONCE).collect().await
+    }
+
+    /// A session not compiled here: answered from its stored map when that can say, else
+    /// compiled (and its map stored).
+    async fn lines_uncompiled(
+        &self,
+        ns: NamespaceId,
+        row: Session,
+        stored: Option<LineMapRow>,
+        seqs: &[Seq],
+    ) -> Result<HashMap<Seq, ViewLines>, ViewError> {
+        let session = SessionId(row.id);
         let imported = row.source.is_some();
         let version = if imported { 0 } else { row.event_count };
-        let stored = self.store.line_map(ns.0, session.0).await?.and_then(|r| LineMap::from_row(&r));
+        let stored = stored.and_then(|r| LineMap::from_row(&r));
         if let Some(map) = &stored {
             let records = self.source_lines(ns, session, imported, seqs).await?;
             let answers: Option<Vec<(Seq, Option<ViewLines>)>> =
@@ -120,6 +190,15 @@ impl FullView for Views {
             let lines = self.event_lines(namespace, session, seqs).await?;
             Ok(seqs.iter().map(|s| lines.get(s).copied()).collect())
         })
+    }
+
+    fn lines_of_sessions<'a>(
+        &'a self,
+        namespace: NamespaceId,
+        asks: &'a [(SessionId, Vec<Seq>)],
+        stability: Stability,
+    ) -> BoxFuture<'a, Vec<Result<Vec<Option<ViewLines>>, FullViewError>>> {
+        Box::pin(self.lines_of_many(namespace, asks, stability))
     }
 
     fn blocks<'a>(
