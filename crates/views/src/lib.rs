@@ -45,9 +45,6 @@ pub use import::{ImportTrace, Imported};
 pub use predicate::{Bm25Blocks, ScoredBlocks};
 pub use render::{LinesRead, MAX_READ_LINES, RankedQuery, RenderedView, ViewKind, ViewQuery, ViewRequest};
 
-/// Line maps stored at once, at most.
-const MAP_WRITES: usize = 4;
-
 /// The `[views]` section of `memex.toml`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -74,9 +71,8 @@ pub struct Views {
     read_only: moka::future::Cache<Uuid, Arc<CompiledSession>>,
     exports: source::Exports,
     blocks: blocks::BlockCache,
-    /// Line maps being stored; past this many, a compile's map is not stored (the next miss
-    /// compiles again and stores it then).
-    map_writes: Arc<tokio::sync::Semaphore>,
+    /// Stores compiled sessions' line maps in the background.
+    map_writer: line_map::MapWriter,
     stats: Arc<CacheStats>,
 }
 
@@ -143,7 +139,7 @@ impl Views {
             read_only: moka::future::Cache::builder().max_capacity(cache_bytes).weigher(weigh).build(),
             exports: source::exports(cache_bytes / 4),
             blocks: blocks::cache(cache_bytes / 2),
-            map_writes: Arc::new(tokio::sync::Semaphore::new(MAP_WRITES)),
+            map_writer: line_map::MapWriter::default(),
             stats: Arc::new(CacheStats::default()),
         }
     }

@@ -2,14 +2,72 @@
 //! (`view_line_maps`), so that a process citing a session's lines answers from a few bytes
 //! instead of reading and compiling all its events: memory's answers, search hits' lines and
 //! handoffs cite sessions no request has compiled lately.
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
+
 use memex_pointer::{LineRange, ViewLines};
-use memex_store::LineMapRow;
+use memex_store::tenant::{self, Tenant};
+use memex_store::{LineMapRow, Store};
+use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use crate::CompiledSession;
+use crate::{CacheStats, CompiledSession};
 
 /// Bytes per entry: source line, chain, first and last line, little-endian u32s.
 const ENTRY: usize = 16;
+/// Maps waiting to be stored, at most; past it a map is not stored (the next miss of its session
+/// compiles again and stores it then).
+const QUEUE: usize = 4_096;
+/// Maps stored by one statement, at most.
+const BATCH: usize = 256;
+
+/// Stores line maps in the background: one task, a statement per namespace for all the maps
+/// waiting, so a burst of compiles (a first ListTopics) costs a few writes.
+#[derive(Clone, Default)]
+pub(crate) struct MapWriter(Arc<OnceLock<mpsc::Sender<(Uuid, LineMapRow)>>>);
+
+impl MapWriter {
+    /// Queues a map of a session of namespace `ns` (started on first use, on the caller's runtime).
+    pub(crate) fn send(&self, store: &Store, stats: &Arc<CacheStats>, ns: Uuid, map: LineMapRow) {
+        let tx = self.0.get_or_init(|| {
+            let (tx, rx) = mpsc::channel(QUEUE);
+            tokio::spawn(write_maps(store.clone(), stats.clone(), rx));
+            tx
+        });
+        let _ = tx.try_send((ns, map));
+    }
+}
+
+async fn write_maps(store: Store, stats: Arc<CacheStats>, mut rx: mpsc::Receiver<(Uuid, LineMapRow)>) {
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < BATCH {
+            match rx.try_recv() {
+                Ok(m) => batch.push(m),
+                Err(_) => break,
+            }
+        }
+        // Each namespace's maps are written as that tenant; a statement may not touch a row
+        // twice, so a session's newest map only.
+        let mut by_ns: BTreeMap<Uuid, BTreeMap<Uuid, LineMapRow>> = BTreeMap::new();
+        for (ns, map) in batch {
+            let maps = by_ns.entry(ns).or_default();
+            if maps.get(&map.session_id).is_none_or(|m| m.version < map.version) {
+                maps.insert(map.session_id, map);
+            }
+        }
+        for (ns, maps) in by_ns {
+            let maps: Vec<LineMapRow> = maps.into_values().collect();
+            match tenant::scope(Tenant::Namespace(ns), store.put_line_maps(ns, &maps)).await {
+                Ok(n) => {
+                    stats.maps_written.fetch_add(n, Ordering::Relaxed);
+                }
+                Err(e) => tracing::debug!(error = %e, maps = maps.len(), "line maps not stored"),
+            }
+        }
+    }
+}
 
 /// Where each input record of one compiled version sits, ordered by source line.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use memex_event::{NamespaceId, Seq, SessionId};
 use memex_pointer::{FullView, FullViewError, SESSIONS_AT_ONCE, Stability, ViewBlock, ViewLines};
-use memex_store::{LineMapRow, Session, tenant};
+use memex_store::{LineMapRow, Session};
 use uuid::Uuid;
 
 use crate::line_map::LineMap;
@@ -111,28 +111,10 @@ impl Views {
         }
         let compiled = self.compile_row(ns, row).await?;
         if stored.is_none_or(|m| m.version() < compiled.version()) {
-            self.store_line_map(ns, &compiled);
+            let map = LineMap::of(&compiled).row(compiled.session.id);
+            self.map_writer.send(&self.store, &self.stats, ns.0, map);
         }
         self.lines_in(ns, &compiled, seqs).await
-    }
-
-    /// Stores a compiled session's line map in the background, when few are being stored.
-    fn store_line_map(&self, ns: NamespaceId, compiled: &CompiledSession) {
-        let Ok(permit) = self.map_writes.clone().try_acquire_owned() else {
-            return;
-        };
-        let row = LineMap::of(compiled).row(compiled.session.id);
-        let (store, stats) = (self.store.clone(), self.stats.clone());
-        let write = async move {
-            match store.put_line_maps(ns.0, &[row]).await {
-                Ok(n) => {
-                    stats.maps_written.fetch_add(n, Ordering::Relaxed);
-                }
-                Err(e) => tracing::debug!(error = %e, "line map not stored"),
-            }
-            drop(permit);
-        };
-        tokio::spawn(tenant::inherit(tenant::current(), write));
     }
 
     /// [`Views::event_lines`] in a session already compiled.
