@@ -180,6 +180,20 @@ async fn an_erased_subject_leaves_nothing_behind_and_pointers_still_resolve() {
     assert!(view(co.clone(), imported.clone()).await.contains(SECRET));
     assert!(!hits(&c, SECRET).await.is_empty() && !hits(&co, SECRET).await.is_empty(), "both replicas indexed it");
     assert!(!rows_containing(&srv.store, SECRET).await.is_empty());
+    // The subject's sessions have line maps (the searches above may have stored some already).
+    let subject_ids: Vec<uuid::Uuid> = [&s1, &imported].iter().map(|s| s.parse().unwrap()).collect();
+    let map = |id: uuid::Uuid| memex_store::LineMapRow { session_id: id, version: 1, stable_before: 0, map: vec![] };
+    let maps: Vec<_> = subject_ids.iter().copied().map(map).collect();
+    srv.store.put_line_maps(ns.id, &maps).await.unwrap();
+    let line_maps = || async {
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM view_line_maps WHERE session_id = ANY($1)")
+            .bind(&subject_ids)
+            .fetch_one(srv.store.pool())
+            .await
+            .unwrap();
+        n
+    };
+    assert_eq!(line_maps().await, 2);
 
     // A dry run counts and changes nothing.
     let erase = |dry_run: bool| pb::EraseSubjectRequest {
@@ -210,6 +224,13 @@ async fn an_erased_subject_leaves_nothing_behind_and_pointers_still_resolve() {
 
     // Not a row of any table holds it, and no stored artifact or pack either.
     assert_eq!(rows_containing(&srv.store, SECRET).await, Vec::<String>::new());
+    // The line maps of the erased sessions are gone, and a map compiled from before the erasure
+    // is not stored after it.
+    assert_eq!(line_maps().await, 0);
+    let late: Vec<_> =
+        subject_ids.iter().copied().map(|id| memex_store::LineMapRow { version: 2, ..map(id) }).collect();
+    assert_eq!(srv.store.put_line_maps(ns.id, &late).await.unwrap(), 0);
+    assert_eq!(line_maps().await, 0);
     let artifacts: Vec<Vec<u8>> = sqlx::query_scalar("SELECT id FROM artifacts WHERE namespace_id = $1")
         .bind(ns.id)
         .fetch_all(srv.store.pool())
