@@ -61,13 +61,11 @@ impl PackWriter {
 }
 
 async fn write_loop(store: Store, mut rx: mpsc::Receiver<Pending>) {
-    while let Some(first) = rx.recv().await {
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(p) => batch.push(p),
-                Err(_) => break,
-            }
+    loop {
+        // Whatever is waiting, once at least one is: 0 only when the channel is closed.
+        let mut batch = Vec::with_capacity(MAX_BATCH);
+        if rx.recv_many(&mut batch, MAX_BATCH).await == 0 {
+            break;
         }
         let rows: Vec<(Uuid, &PackRow)> = batch.iter().map(|p| (p.namespace_id, &p.row)).collect();
         match store.insert_packs(&rows).await {

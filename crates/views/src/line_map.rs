@@ -40,13 +40,11 @@ impl MapWriter {
 }
 
 async fn write_maps(store: Store, stats: Arc<CacheStats>, mut rx: mpsc::Receiver<(Uuid, LineMapRow)>) {
-    while let Some(first) = rx.recv().await {
-        let mut batch = vec![first];
-        while batch.len() < BATCH {
-            match rx.try_recv() {
-                Ok(m) => batch.push(m),
-                Err(_) => break,
-            }
+    loop {
+        // Whatever is waiting, once at least one is: 0 only when the channel is closed.
+        let mut batch = Vec::with_capacity(BATCH);
+        if rx.recv_many(&mut batch, BATCH).await == 0 {
+            break;
         }
         // Each namespace's maps are written as that tenant; a statement may not touch a row
         // twice, so a session's newest map only.
