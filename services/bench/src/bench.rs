@@ -109,6 +109,15 @@ pub struct IngestArgs {
     /// model is not waited for: beside appends it works only in their lulls. In-process only.
     #[arg(long, default_value_t = 120)]
     pub catch_up_secs: u64,
+    /// Also print the single-append phase second by second (appends answered, p50, p99, max by the
+    /// second they were due in): to tell a steady tail from stalls.
+    #[arg(long)]
+    pub timeline: bool,
+    /// While single appends run, write and `fdatasync` 8 KB in this directory every 10 ms (put it
+    /// on the file system of Postgres's WAL), and report those syncs' latency; with --timeline,
+    /// each second's slowest beside the appends'. Tells a slow disk from a slow server.
+    #[arg(long)]
+    pub fsync_probe: Option<std::path::PathBuf>,
 }
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -239,15 +248,18 @@ async fn ingest(args: IngestArgs) -> anyhow::Result<()> {
         conns.push(conn.connect().await?.events);
     }
     let start = Instant::now();
+    let probe = args.fsync_probe.as_deref().map(|dir| crate::disk_probe::DiskProbe::start(dir, start)).transpose()?;
     let until = start + Duration::from_secs_f64(args.seconds);
     let period = args.rate.filter(|r| *r > 0.0).map(|r| Duration::from_secs_f64(1.0 / r));
     let writers = args.writers.max(1) as u32;
     let mut tasks = Vec::new();
     for (w, session) in sessions.into_iter().enumerate() {
         let mut events = conns[w % n_conns].clone();
-        let (ns, content) = (conn.namespace.clone(), content.clone());
+        let (ns, content, timeline) = (conn.namespace.clone(), content.clone(), args.timeline);
         tasks.push(tokio::spawn(async move {
             let mut hist = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+            // (second due in, latency in µs) of every append, for --timeline.
+            let mut seconds: Vec<(u32, u64)> = Vec::new();
             let mut i = 0u64;
             // Open loop: writer w's k-th append is due at start + (k + w/writers) * period, so
             // the writers' sends are spread over each period rather than in step.
@@ -271,16 +283,24 @@ async fn ingest(args: IngestArgs) -> anyhow::Result<()> {
                         idempotency_key: String::new(),
                     })
                     .await?;
-                hist.record(t0.elapsed().as_micros().max(1) as u64)?;
+                let us = t0.elapsed().as_micros().max(1) as u64;
+                hist.record(us)?;
+                if timeline {
+                    seconds.push((t0.duration_since(start).as_secs() as u32, us));
+                }
                 i += 1;
             }
-            anyhow::Ok(hist)
+            anyhow::Ok((hist, seconds))
         }));
     }
     let mut hist = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+    let mut seconds = Vec::new();
     for t in tasks {
-        hist.add(t.await??)?;
+        let (h, s) = t.await??;
+        hist.add(h)?;
+        seconds.extend(s);
     }
+    let fsyncs = probe.map(crate::disk_probe::DiskProbe::stop).transpose()?;
     let ms = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
     let rate = hist.len() as f64 / args.seconds;
     println!(
@@ -298,6 +318,7 @@ async fn ingest(args: IngestArgs) -> anyhow::Result<()> {
         ms(0.99),
         hist.max() as f64 / 1000.0
     );
+    let fsync = report_probe(&args, &seconds, fsyncs.as_deref());
     let summary = json!({
         "bench": "ingest",
         "server": if args.endpoint.is_some() { "external" } else { "in-process" },
@@ -312,9 +333,42 @@ async fn ingest(args: IngestArgs) -> anyhow::Result<()> {
             "p50_ms": round(ms(0.5)), "p90_ms": round(ms(0.9)), "p99_ms": round(ms(0.99)),
             "max_ms": round(hist.max() as f64 / 1000.0),
         },
+        "fsync_probe": fsync,
     });
     println!("{summary}");
     Ok(())
+}
+
+/// Prints the probe's figures and, with --timeline, the phase second by second; returns the
+/// probe's figures for the JSON summary.
+fn report_probe(
+    args: &IngestArgs,
+    seconds: &[(u32, u64)],
+    fsyncs: Option<&[(Duration, Duration)]>,
+) -> Option<serde_json::Value> {
+    let fsync = fsyncs.map(fsync_summary);
+    if let Some(f) = &fsync {
+        println!(
+            "fsync probe: {} fdatasyncs of 8 KB; p50 {} ms, p99 {} ms, max {} ms; {} over 20 ms",
+            f["syncs"], f["p50_ms"], f["p99_ms"], f["max_ms"], f["over_20ms"]
+        );
+    }
+    if args.timeline {
+        let by_second = fsyncs.map(crate::disk_probe::max_by_second);
+        crate::bench_pack::print_timeline(seconds, "appends", by_second.as_ref());
+    }
+    fsync
+}
+
+/// The probe's figures for the summary: count, p50/p99/max and syncs over 20 ms.
+fn fsync_summary(samples: &[(Duration, Duration)]) -> serde_json::Value {
+    let mut ms: Vec<f64> = samples.iter().map(|(_, took)| took.as_secs_f64() * 1000.0).collect();
+    ms.sort_by(f64::total_cmp);
+    let at = |q: f64| ms.get(((ms.len().saturating_sub(1)) as f64 * q).round() as usize).copied().unwrap_or(0.0);
+    json!({
+        "syncs": ms.len(), "p50_ms": round(at(0.5)), "p99_ms": round(at(0.99)), "max_ms": round(at(1.0)),
+        "over_20ms": ms.iter().filter(|m| **m > 20.0).count(),
+    })
 }
 
 pub(super) fn round(x: f64) -> f64 {
@@ -459,7 +513,9 @@ async fn direct_single(args: &IngestArgs, content: &str) -> anyhow::Result<()> {
     let store = memex_server::connect_store_as(&config, memex_store::Tenant::All).await?;
     let ns = store.create_namespace(&format!("bench-{}", ulid::Ulid::generate().to_string().to_lowercase())).await?;
     let mut tasks = Vec::new();
-    let until = Instant::now() + Duration::from_secs_f64(args.seconds);
+    let start = Instant::now();
+    let probe = args.fsync_probe.as_deref().map(|dir| crate::disk_probe::DiskProbe::start(dir, start)).transpose()?;
+    let until = start + Duration::from_secs_f64(args.seconds);
     for w in 0..args.writers {
         let store = store.clone();
         let session = store
@@ -472,9 +528,10 @@ async fn direct_single(args: &IngestArgs, content: &str) -> anyhow::Result<()> {
                 },
             )
             .await?;
-        let content = content.to_owned();
+        let (content, timeline) = (content.to_owned(), args.timeline);
         tasks.push(tokio::spawn(async move {
             let mut hist = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+            let mut seconds: Vec<(u32, u64)> = Vec::new();
             let mut i = 0u64;
             while Instant::now() < until {
                 let input = memex_event::EventInput {
@@ -494,16 +551,24 @@ async fn direct_single(args: &IngestArgs, content: &str) -> anyhow::Result<()> {
                         fingerprint,
                     })
                     .await?;
-                hist.record(t0.elapsed().as_micros().max(1) as u64)?;
+                let us = t0.elapsed().as_micros().max(1) as u64;
+                hist.record(us)?;
+                if timeline {
+                    seconds.push((t0.duration_since(start).as_secs() as u32, us));
+                }
                 i += 1;
             }
-            anyhow::Ok(hist)
+            anyhow::Ok((hist, seconds))
         }));
     }
     let mut hist = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+    let mut seconds = Vec::new();
     for t in tasks {
-        hist.add(t.await??)?;
+        let (h, s) = t.await??;
+        hist.add(h)?;
+        seconds.extend(s);
     }
+    let fsyncs = probe.map(crate::disk_probe::DiskProbe::stop).transpose()?;
     let ms = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
     println!(
         "direct single (no gRPC): {} appends at {} writers = {:.0} appends/s; p50 {:.2} ms, p99 {:.2} ms",
@@ -513,6 +578,7 @@ async fn direct_single(args: &IngestArgs, content: &str) -> anyhow::Result<()> {
         ms(0.5),
         ms(0.99)
     );
+    report_probe(args, &seconds, fsyncs.as_deref());
     Ok(())
 }
 

@@ -3,6 +3,7 @@
 //! M events made of real trajectories. Latency is measured from each request's scheduled time, so
 //! queueing counts. Reports p50/p90/p99, where the time goes (per BuildPack phase), optionally
 //! the saturation point (the rate at which p99 passes 100 ms); last line JSON.
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -427,7 +428,7 @@ async fn phase(
     if args.timeline
         && let Ok(t) = timeline.lock()
     {
-        print_timeline(&t);
+        print_timeline(&t, "packs", None);
     }
     Ok(PhaseResult {
         count: h.len(),
@@ -444,17 +445,22 @@ async fn phase(
     })
 }
 
-/// Per second sent: packs answered, p50, p99 and max latency.
-fn print_timeline(samples: &[(u32, u64)]) {
-    let mut by_second: std::collections::BTreeMap<u32, Vec<u64>> = Default::default();
+/// Per second sent: requests answered (`noun`), p50, p99 and max latency, and beside them the
+/// second's slowest `fdatasync` of a disk probe when one ran.
+pub(crate) fn print_timeline(samples: &[(u32, u64)], noun: &str, fsync_max: Option<&BTreeMap<u32, u64>>) {
+    let mut by_second: BTreeMap<u32, Vec<u64>> = Default::default();
     for &(s, us) in samples {
         by_second.entry(s).or_default().push(us);
     }
     for (s, mut v) in by_second {
         v.sort_unstable();
         let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize] as f64 / 1000.0;
+        let probe = fsync_max
+            .and_then(|m| m.get(&s))
+            .map(|us| format!("  fsync max {:>8.2} ms", *us as f64 / 1000.0))
+            .unwrap_or_default();
         println!(
-            "    t={s:>3}s  {:>4} packs  p50 {:>8.2} ms  p99 {:>8.2} ms  max {:>8.2} ms",
+            "    t={s:>3}s  {:>4} {noun}  p50 {:>8.2} ms  p99 {:>8.2} ms  max {:>8.2} ms{probe}",
             v.len(),
             at(0.5),
             at(0.99),

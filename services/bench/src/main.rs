@@ -14,6 +14,7 @@ mod bench_pack_loop;
 mod bench_search;
 mod bench_soak;
 mod bench_view;
+mod disk_probe;
 mod pack_prefix;
 mod searchkit;
 mod soak_server;
