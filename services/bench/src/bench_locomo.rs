@@ -60,6 +60,9 @@ struct Question {
     text: String,
     category: u64,
     evidence: Vec<String>,
+    /// How many of `evidence` share no search term with the question (speakers' names aside):
+    /// BM25 can reach those only through their neighbours' text, or the vectors.
+    unmatched: usize,
 }
 
 /// A ranking strategy: the Search request settings.
@@ -214,6 +217,9 @@ pub async fn run(args: LocomoArgs) -> anyhow::Result<()> {
         let c = &conv["conversation"];
         let speaker_a = c["speaker_a"].as_str().unwrap_or_default();
         let mut known = HashSet::new();
+        // Each turn's own terms, and the speakers' names (a term of every turn they speak).
+        let mut terms_of: HashMap<String, HashSet<String>> = HashMap::new();
+        let mut names: HashSet<String> = HashSet::new();
         for s in 1.. {
             let Some(session) = c.get(format!("session_{s}")).and_then(Value::as_array) else {
                 if s > 40 {
@@ -231,6 +237,8 @@ pub async fn run(args: LocomoArgs) -> anyhow::Result<()> {
                     content.push_str(&format!(" [shares a photo: {cap}]"));
                 }
                 let dia = turn["dia_id"].as_str().unwrap_or_default().to_owned();
+                names.extend(memex_rank::text::tokenize(speaker));
+                terms_of.insert(dia.clone(), memex_rank::text::tokenize(&content).into_iter().collect());
                 events.push(EventInput {
                     kind: if speaker == speaker_a { "user_message" } else { "assistant_message" }.into(),
                     content,
@@ -256,11 +264,19 @@ pub async fn run(args: LocomoArgs) -> anyhow::Result<()> {
             let (evidence, s, d) = clean_evidence(q["evidence"].as_array().map_or(&[][..], |v| &v[..]), &known);
             split += s;
             dropped += d;
+            let text = q["question"].as_str().unwrap_or_default().to_owned();
+            let asked: Vec<String> =
+                memex_rank::text::query_terms(&text).into_iter().filter(|t| !names.contains(t)).collect();
+            let unmatched = evidence
+                .iter()
+                .filter(|d| terms_of.get(*d).is_none_or(|own| !asked.iter().any(|t| own.contains(t))))
+                .count();
             questions.push(Question {
                 conv: ci,
-                text: q["question"].as_str().unwrap_or_default().to_owned(),
+                text,
                 category: q["category"].as_u64().unwrap_or(0),
                 evidence,
+                unmatched,
             });
         }
         namespaces.push(ns);
@@ -342,6 +358,11 @@ pub async fn run(args: LocomoArgs) -> anyhow::Result<()> {
         println!("{}", best.row(name, Some(cat)));
     }
     println!("{}", best.row("overall", None));
+    let unmatched = unmatched_shares(&questions);
+    println!(
+        "evidence turns sharing no term with their question (speakers' names aside): {}",
+        unmatched.iter().map(|(name, share)| format!("{name} {share:.0}%")).collect::<Vec<_>>().join(", ")
+    );
     println!("anchor (LoCoMo paper, DRAGON, dialog): overall @5 56.7, @10 66.2, @25 76.7, @50 82.7");
     let mut per_strategy = serde_json::Map::new();
     for (s, sc) in &results {
@@ -356,6 +377,7 @@ pub async fn run(args: LocomoArgs) -> anyhow::Result<()> {
         "questions": questions.len(),
         "turns": turns,
         "recall": best.json(),
+        "evidence_sharing_no_term_pct": unmatched.iter().map(|(n, s)| (n.to_string(), json!(s))).collect::<serde_json::Map<_, _>>(),
         "strategies": per_strategy,
         "embedding": embed,
         "ingest_seconds": ingest_secs,
@@ -366,6 +388,18 @@ pub async fn run(args: LocomoArgs) -> anyhow::Result<()> {
         w.stop().await;
     }
     Ok(())
+}
+
+/// Per category and overall, the share (%) of evidence turns that share no term with their question.
+fn unmatched_shares(questions: &[Question]) -> Vec<(&'static str, f64)> {
+    let share = |cat: Option<u64>| {
+        let of = questions.iter().filter(|q| cat.is_none_or(|c| c == q.category));
+        let (none, all) = of.fold((0, 0), |(n, a), q| (n + q.unmatched, a + q.evidence.len()));
+        if all == 0 { 0.0 } else { 100.0 * none as f64 / all as f64 }
+    };
+    let mut out: Vec<(&'static str, f64)> = CATEGORIES.iter().map(|(c, name)| (*name, share(Some(*c)))).collect();
+    out.push(("overall", share(None)));
+    out
 }
 
 /// Recall sums per category and k.
