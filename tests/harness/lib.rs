@@ -10,9 +10,11 @@
 #![allow(clippy::unwrap_used)]
 
 mod db;
+mod scratch;
 mod server;
 
 pub use db::{TestDb, standby_of, test_db, wait_replayed};
+pub use scratch::Scratch;
 pub use server::{Clients, TestServer, memory_on};
 
 /// Skips the test (returns) when no database is available; see the crate docs.

@@ -6,6 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use memex_tests::Scratch;
+
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../crates/vcc/tests/fixtures")
 }
@@ -14,11 +16,8 @@ fn trace(kind: &str, name: &str) -> PathBuf {
     fixtures().join("traces").join(kind).join(name)
 }
 
-fn scratch(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("memex-view-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn scratch(tag: &str) -> Scratch {
+    Scratch::new(&format!("memex-view-{}-{tag}", std::process::id()))
 }
 
 fn memex(dir: &Path, args: &[&str]) -> std::process::Output {

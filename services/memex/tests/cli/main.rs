@@ -14,9 +14,10 @@ mod views;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 
 use memex_store::Access;
-use memex_tests::TestServer;
+use memex_tests::{Scratch, TestServer};
 
 /// What a run of the binary left behind.
 #[derive(Debug)]
@@ -53,16 +54,15 @@ pub struct Cli {
     pub endpoint: String,
     pub namespace: String,
     pub key: Option<String>,
-    pub dir: PathBuf,
+    /// The scratch directory the commands run in, removed when the last clone is dropped.
+    pub dir: Arc<Scratch>,
 }
 
 impl Cli {
     /// A namespace `ns` with a key of `access` on `srv`; runs in a scratch directory.
     pub async fn new(srv: &TestServer, ns: &str, access: Access) -> Cli {
         let (_, key) = srv.namespace_with_key(ns, access).await;
-        let dir = std::env::temp_dir().join(format!("memex-cli-{}-{ns}-{}", std::process::id(), srv.addr.port()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = Arc::new(Scratch::new(&format!("memex-cli-{}-{ns}-{}", std::process::id(), srv.addr.port())));
         Cli { endpoint: srv.endpoint(), namespace: ns.to_owned(), key: Some(key), dir }
     }
 
@@ -72,7 +72,7 @@ impl Cli {
 
     fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_memex"));
-        c.args(args).current_dir(&self.dir);
+        c.args(args).current_dir(&**self.dir);
         for v in ["MEMEX_API_KEY", "MEMEX_ENDPOINT", "MEMEX_NAMESPACE"] {
             c.env_remove(v);
         }

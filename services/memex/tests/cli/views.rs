@@ -1,9 +1,10 @@
 //! Imports (a file, a gzip'd file, gzip'd stdin), `memex view --session`, `memex read`, local
 //! `memex view` of gzip'd and piped traces, and a line holding two records.
 use std::io::Write as _;
+use std::sync::Arc;
 
 use memex_store::Access;
-use memex_tests::server_or_skip;
+use memex_tests::{Scratch, server_or_skip};
 
 use crate::{Cli, golden, trace};
 
@@ -68,9 +69,7 @@ async fn imports_of_every_form_view_like_the_reference() {
 async fn local_view_reads_gzip_and_stdin() {
     let name = "spotter__short";
     let raw = std::fs::read(trace(&format!("{name}.jsonl"))).unwrap();
-    let dir = std::env::temp_dir().join(format!("memex-cli-localview-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = Arc::new(Scratch::new(&format!("memex-cli-localview-{}", std::process::id())));
     let cli = Cli { endpoint: String::new(), namespace: String::new(), key: None, dir: dir.clone() };
     // gzip'd, and gzip'd under a name that does not say so: found by the magic bytes.
     std::fs::write(dir.join(format!("{name}.jsonl.gz")), gzip(&raw)).unwrap();
