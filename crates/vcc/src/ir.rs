@@ -95,6 +95,14 @@ pub enum BlockKind {
 }
 
 impl BlockKind {
+    /// What the kind holds on the heap (a tool call's name, id and summary).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        match self {
+            BlockKind::ToolCall { name, id, summary } => name.capacity() + id.capacity() + summary.capacity(),
+            _ => 0,
+        }
+    }
+
     /// The reference's IR node type (`user`, `thinking`, `tool_call`, `assistant_image`, …).
     pub fn node_type(&self) -> String {
         match self {
@@ -347,13 +355,25 @@ impl Chain {
         self.body_lines + self.footer.as_ref().map_or(0, |f| f.len() as u32 + 1)
     }
 
-    /// Approximate heap size, for cache weighers.
+    /// Approximate heap size, for cache weighers: vectors by their capacity, strings by theirs
+    /// (`tests/sizes.rs` holds it to what the allocator hands out).
     pub fn size_bytes(&self) -> usize {
-        let blocks: usize = self.blocks.iter().map(|b| std::mem::size_of::<Block>() + b.body.heap_bytes()).sum();
-        let sections: usize = self.sections.iter().map(|s| std::mem::size_of::<Section>() + s.header.capacity()).sum();
-        let media: usize = self.media.iter().map(|m| m.bytes.len() + m.name.len()).sum();
-        let footer: usize = self.footer.iter().flatten().map(String::len).sum();
-        std::mem::size_of::<Chain>() + blocks + sections + media + footer
+        let blocks: usize = self.blocks.capacity() * std::mem::size_of::<Block>()
+            + self.blocks.iter().map(|b| b.body.heap_bytes() + b.kind.heap_bytes()).sum::<usize>();
+        let sections: usize = self.sections.capacity() * std::mem::size_of::<Section>()
+            + self
+                .sections
+                .iter()
+                .map(|s| s.header.capacity() + s.timestamp.as_ref().map_or(0, String::capacity))
+                .sum::<usize>();
+        let media: usize = self.media.capacity() * std::mem::size_of::<MediaFile>()
+            + self.media.iter().map(|m| m.bytes.capacity() + m.name.capacity()).sum::<usize>();
+        let footer: usize = self.footer.as_ref().map_or(0, |f| {
+            f.capacity() * std::mem::size_of::<String>() + f.iter().map(String::capacity).sum::<usize>()
+        });
+        let n = &self.names;
+        let names = n.full.capacity() + n.ui.capacity() + n.adaptive.capacity() + n.prefix.capacity();
+        std::mem::size_of::<Chain>() + blocks + sections + media + footer + names
     }
 
     /// The one line-assignment pass (see the module docs). Blocks are laid out as in the full
@@ -389,6 +409,13 @@ impl Chain {
         }
         self.body_lines = line;
     }
+}
+
+/// Approximate heap size of a map of strings: its table (entries and control bytes) by its
+/// capacity, and each key's and value's bytes.
+pub(crate) fn string_map_bytes(map: &std::collections::HashMap<String, String>) -> usize {
+    map.capacity() * (std::mem::size_of::<(String, String)>() + 1)
+        + map.iter().map(|(k, v)| k.capacity() + v.capacity()).sum::<usize>()
 }
 
 #[cfg(test)]

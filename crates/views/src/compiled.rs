@@ -6,6 +6,9 @@ use memex_pointer::{LineRange, ViewLines};
 use memex_store::Session;
 use memex_vcc::CompiledTrace;
 
+/// About what a session row's strings take (ids, agent, task, source, metadata).
+const SESSION_ROW_BYTES: usize = 512;
+
 /// One compiled version of a session: its IR (one chain per compaction segment) and, made on first
 /// use, its rendered full views and the record → lines map.
 pub struct CompiledSession {
@@ -62,7 +65,54 @@ impl CompiledSession {
         Some(self.full.get(i)?.get_or_init(|| bytes::Bytes::from(chain.full_view())).clone())
     }
 
+    /// What it holds, for the caches' byte caps: the IR and whichever of the rendered full views
+    /// and the record → lines map have been made so far. Those are made after the compile is
+    /// cached, so whoever makes one weighs it again ([`crate::Views::reweigh`]).
     pub(crate) fn weight(&self) -> u32 {
-        u32::try_from(self.trace.size_bytes().saturating_mul(2)).unwrap_or(u32::MAX)
+        let views: usize = self.full.iter().filter_map(OnceLock::get).map(bytes::Bytes::len).sum();
+        let lines =
+            self.by_source_line.get().map_or(0, |m| m.capacity() * (std::mem::size_of::<(u32, ViewLines)>() + 1));
+        let own = std::mem::size_of::<Self>() + self.full.capacity() * std::mem::size_of::<OnceLock<bytes::Bytes>>();
+        u32::try_from(self.trace.size_bytes() + views + lines + own + SESSION_ROW_BYTES).unwrap_or(u32::MAX)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// A rendered full view and the line map are weighed once made, so a cache that weighs the
+    /// compile again after either counts what it then holds.
+    #[test]
+    fn the_weight_counts_the_views_and_the_map_once_made() {
+        let path =
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../vcc/tests/fixtures/traces/claude-code/spotter__tool_heavy.jsonl");
+        let bytes = std::fs::read(path).unwrap();
+        let opts = memex_vcc::CompileOptions { format: memex_vcc::InputFormat::Auto, strict: false };
+        let trace = memex_vcc::compile_trace(&bytes, "s", opts).unwrap();
+        let ir = trace.size_bytes();
+        let session = Session {
+            id: uuid::Uuid::nil(),
+            namespace_id: uuid::Uuid::nil(),
+            agent_id: "a".into(),
+            parent_session_id: None,
+            task_id: None,
+            source_format: "claude-code".into(),
+            metadata: None,
+            created_at: chrono::DateTime::UNIX_EPOCH,
+            event_count: 1,
+            source: None,
+            erased_by: None,
+        };
+        let c = CompiledSession::new(session, trace);
+        let fresh = c.weight() as usize;
+        assert!(fresh >= ir && fresh < ir + 4096, "a fresh compile weighs its IR: {fresh} for {ir}");
+        let view = c.full_view(0).unwrap();
+        let rendered = c.weight() as usize;
+        assert!(rendered >= fresh + view.len(), "the rendered view counts: {rendered} after {fresh} + {}", view.len());
+        let records = c.record_lines().len();
+        assert!(records > 0);
+        assert!(c.weight() as usize >= rendered + records * 16, "the line map counts");
     }
 }

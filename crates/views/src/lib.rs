@@ -191,6 +191,14 @@ impl Views {
         &self.store
     }
 
+    /// Caches `compiled` again if it has made a rendered view or its line map since it weighed
+    /// `before`, so the cache's byte cap counts them.
+    pub(crate) async fn reweigh(&self, compiled: &Arc<CompiledSession>, before: u32) {
+        if compiled.weight() != before {
+            self.remember(compiled.clone()).await;
+        }
+    }
+
     async fn remember(&self, compiled: Arc<CompiledSession>) {
         let s = &compiled.session;
         if compiled.is_imported() {

@@ -111,7 +111,9 @@ impl Views {
         }
         let compiled = self.compile_row(ns, row).await?;
         if stored.is_none_or(|m| m.version() < compiled.version()) {
+            let before = compiled.weight();
             let map = LineMap::of(&compiled).row(compiled.session.id);
+            self.reweigh(&compiled, before).await;
             self.map_writer.send(&self.store, &self.stats, ns.0, map);
         }
         self.lines_in(ns, &compiled, seqs).await
@@ -121,12 +123,16 @@ impl Views {
     pub(crate) async fn lines_in(
         &self,
         ns: NamespaceId,
-        compiled: &CompiledSession,
+        compiled: &Arc<CompiledSession>,
         seqs: &[Seq],
     ) -> Result<HashMap<Seq, ViewLines>, ViewError> {
         let session = SessionId(compiled.session.id);
         let records = self.source_lines(ns, session, compiled.is_imported(), seqs).await?;
-        Ok(records.into_iter().filter_map(|(seq, line)| Some((seq, compiled.lines_of_record(line)?))).collect())
+        let before = compiled.weight();
+        let lines =
+            records.into_iter().filter_map(|(seq, line)| Some((seq, compiled.lines_of_record(line)?))).collect();
+        self.reweigh(compiled, before).await;
+        Ok(lines)
     }
 
     /// The input record line each event (by seq) was compiled from.

@@ -136,7 +136,12 @@ impl Views {
                 let i = chain_index(req.chain, n)?;
                 let chain = &chains[i];
                 match kind {
-                    ViewKind::Full => (compiled.full_view(i).unwrap_or_default(), chain, chain.files().full.clone()),
+                    ViewKind::Full => {
+                        let before = compiled.weight();
+                        let text = compiled.full_view(i).unwrap_or_default();
+                        self.reweigh(&compiled, before).await;
+                        (text, chain, chain.files().full.clone())
+                    }
                     ViewKind::Ui(opts) => {
                         (bytes::Bytes::from(chain.ui_view(&opts).text), chain, chain.files().ui.clone())
                     }

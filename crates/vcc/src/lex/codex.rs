@@ -32,6 +32,10 @@ impl LineLexer for CodexLexer {
         Box::new(self.clone())
     }
 
+    fn heap_bytes(&self) -> usize {
+        crate::ir::string_map_bytes(&self.calls)
+    }
+
     fn schema(&self) -> Schema {
         Schema::Full
     }

@@ -110,6 +110,10 @@ pub(crate) trait LineLexer {
     fn record<'a>(&mut self, line: u32, record: Object<'a>, d: &mut Diags) -> Vec<Rec<'a>>;
     /// A copy in the same state (a [`crate::Compiler`] is cloned to resume a longer input).
     fn boxed_clone(&self) -> Box<dyn LineLexer + Send + Sync>;
+    /// What it keeps on the heap between records, for [`Reader::size_bytes`].
+    fn heap_bytes(&self) -> usize {
+        0
+    }
 }
 
 enum State {
@@ -166,7 +170,8 @@ impl Reader {
     pub fn size_bytes(&self) -> usize {
         let buffered = match &self.state {
             State::Document { buf, .. } => buf.capacity(),
-            _ => 0,
+            State::Lines(lexer) => lexer.heap_bytes(),
+            State::Detect => 0,
         };
         self.carry.capacity() + buffered + 64
     }

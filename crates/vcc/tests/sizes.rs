@@ -1,0 +1,72 @@
+//! `size_bytes` is what the views' caches weigh compiles and kept compilers by, so that their
+//! byte caps hold the process's memory: it must not undercount the heap they really hold.
+//! Measured with a counting allocator; one test in this binary, so no other test allocates
+//! meanwhile.
+#![allow(clippy::unwrap_used)]
+#![allow(unsafe_code)] // a counting allocator: GlobalAlloc is an unsafe trait
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::path::Path;
+use std::sync::atomic::{AtomicIsize, Ordering};
+
+use memex_vcc::{CompileOptions, Compiler, InputFormat};
+
+struct Counting;
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+fn live() -> isize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+/// Heap held / estimate, for a heap of at least 4 KB (below that a fixed overhead is most of it).
+fn ratio(what: &str, heap: isize, estimate: usize) -> Option<f64> {
+    (heap >= 4096).then(|| {
+        let r = heap as f64 / estimate.max(1) as f64;
+        assert!((0.85..=1.15).contains(&r), "{what}: holds {heap} bytes, size_bytes says {estimate} ({r:.2}x)");
+        r
+    })
+}
+
+#[test]
+fn size_bytes_is_the_heap_a_compile_and_a_kept_compiler_hold() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/traces");
+    let opts = CompileOptions { format: InputFormat::Auto, strict: false };
+    let mut checked = 0;
+    for dir in ["claude-code", "codex", "gemini-cli-json"] {
+        let mut files: Vec<_> = std::fs::read_dir(root.join(dir)).unwrap().map(|e| e.unwrap().path()).collect();
+        files.sort();
+        for path in files {
+            let bytes = std::fs::read(&path).unwrap();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            // A kept compiler (what a live session resumes from) after reading the whole trace.
+            let before = live();
+            let mut compiler = Compiler::new("s", opts);
+            compiler.push(&bytes);
+            let kept = ratio(&format!("{name}: compiler"), live() - before, compiler.size_bytes());
+            // Its compile: the IR a cached view holds.
+            let before = live();
+            let trace = compiler.clone().finish().unwrap();
+            let compiled = ratio(&format!("{name}: compile"), live() - before, trace.size_bytes());
+            checked += usize::from(kept.is_some() && compiled.is_some());
+        }
+    }
+    assert!(checked >= 20, "{checked} traces measured");
+}
