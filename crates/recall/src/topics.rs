@@ -62,7 +62,8 @@ pub async fn rebuild_due(parts: &WorkerParts, owner: &str, scope: Option<&[Uuid]
     for (ns, version) in due {
         let t0 = std::time::Instant::now();
         let built = rebuild(parts, ns).await;
-        let next = if built.is_ok() { version } else { -1 };
+        // A build overtaken by a change (an erasure) was not written: the namespace stays due.
+        let next = if matches!(built, Ok(true)) { version } else { -1 };
         let took = i32::try_from(t0.elapsed().as_millis()).unwrap_or(i32::MAX);
         sqlx::query(
             "UPDATE memory_namespaces SET built_version = GREATEST(built_version, $2), rebuilt_at = now(),
@@ -73,8 +74,9 @@ pub async fn rebuild_due(parts: &WorkerParts, owner: &str, scope: Option<&[Uuid]
         .bind(took)
         .execute(pool)
         .await?;
-        built?;
-        n += 1;
+        if built? {
+            n += 1;
+        }
     }
     Ok(n)
 }
@@ -94,9 +96,13 @@ struct SegRow {
     facts: i32,
 }
 
-/// Rebuilds one namespace's topics now.
-pub async fn rebuild(parts: &WorkerParts, ns: Uuid) -> Result<(), RecallError> {
+/// Rebuilds one namespace's topics now. Returns false, having written nothing, when the
+/// namespace's memory changed while it was built (its version moved on: an erasure deletes
+/// segments and topics and bumps the version in one transaction), so a build from segments read
+/// before an erasure never puts what it erased back.
+async fn rebuild(parts: &WorkerParts, ns: Uuid) -> Result<bool, RecallError> {
     let pool = parts.store.pool();
+    let read_at = namespace_version(pool, ns).await?;
     let rows: Vec<SegRow> = sqlx::query_as(
         "SELECT id, session_id, first_seq, last_seq, start_time, end_time, turns, tags, primary_tag, closed, facts
          FROM memory_segments WHERE namespace_id = $1 ORDER BY session_id, first_seq",
@@ -180,6 +186,10 @@ pub async fn rebuild(parts: &WorkerParts, ns: Uuid) -> Result<(), RecallError> {
     .await
     .map_err(|e| RecallError::Corrupt(format!("topic summaries panicked: {e}")))?;
     let mut tx = pool.begin().await?;
+    // The version's row lock orders this write with an erasure's, which takes it first.
+    if read_at.is_none() || namespace_version(&mut *tx, ns).await? != read_at {
+        return Ok(false);
+    }
     for chunk in records.chunks(500) {
         sqlx::query(
             "INSERT INTO memory_topics (namespace_id, tag, aliases, parent, with_tags, segments, turns, sessions,
@@ -217,7 +227,15 @@ pub async fn rebuild(parts: &WorkerParts, ns: Uuid) -> Result<(), RecallError> {
         .execute(&mut *tx)
         .await?;
     tx.commit().await?;
-    Ok(())
+    Ok(true)
+}
+
+/// The namespace's memory version, locked for the rest of the transaction when `db` is one.
+async fn namespace_version<'c>(db: impl sqlx::PgExecutor<'c>, ns: Uuid) -> Result<Option<i64>, RecallError> {
+    Ok(sqlx::query_scalar("SELECT version FROM memory_namespaces WHERE namespace_id = $1 FOR UPDATE")
+        .bind(ns)
+        .fetch_optional(db)
+        .await?)
 }
 
 /// A topic summary's lines as a summary (for rendering).

@@ -247,16 +247,18 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         // Topic summaries and readers' working sets quote and name segments: rebuilt from what is
-        // left (a bumped version makes the rebuild due).
+        // left (a bumped version makes the rebuild due). The version first: its row lock makes a
+        // topic rebuild that read the segments before this either commit before the delete below
+        // or find the version moved on and write nothing (`memex_recall::topics`).
+        sqlx::query("UPDATE memory_namespaces SET version = version + 1 WHERE namespace_id = $1")
+            .bind(namespace_id)
+            .execute(&mut *tx)
+            .await?;
         c.memory_topics = sqlx::query("DELETE FROM memory_topics WHERE namespace_id = $1")
             .bind(namespace_id)
             .execute(&mut *tx)
             .await?
             .rows_affected();
-        sqlx::query("UPDATE memory_namespaces SET version = version + 1 WHERE namespace_id = $1")
-            .bind(namespace_id)
-            .execute(&mut *tx)
-            .await?;
         sqlx::query("DELETE FROM memory_readers WHERE namespace_id = $1").bind(namespace_id).execute(&mut *tx).await?;
         if plan.dry_run {
             tx.rollback().await?;
