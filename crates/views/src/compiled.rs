@@ -18,12 +18,15 @@ pub struct CompiledSession {
     full: Vec<OnceLock<bytes::Bytes>>,
     /// Input line of a record → the full-view lines of the blocks it produced.
     by_source_line: OnceLock<HashMap<u32, ViewLines>>,
+    /// `trace.size_bytes()`, counted once (it walks every block; weights are asked on hot paths).
+    ir_bytes: usize,
 }
 
 impl CompiledSession {
     pub(crate) fn new(session: Session, trace: CompiledTrace) -> CompiledSession {
         let full = (0..trace.chains().len()).map(|_| OnceLock::new()).collect();
-        CompiledSession { session, trace, full, by_source_line: OnceLock::new() }
+        let ir_bytes = trace.size_bytes();
+        CompiledSession { session, trace, full, by_source_line: OnceLock::new(), ir_bytes }
     }
 
     /// Whether this is an imported trace (read-only: its lines never move).
@@ -73,7 +76,7 @@ impl CompiledSession {
         let lines =
             self.by_source_line.get().map_or(0, |m| m.capacity() * (std::mem::size_of::<(u32, ViewLines)>() + 1));
         let own = std::mem::size_of::<Self>() + self.full.capacity() * std::mem::size_of::<OnceLock<bytes::Bytes>>();
-        u32::try_from(self.trace.size_bytes() + views + lines + own + SESSION_ROW_BYTES).unwrap_or(u32::MAX)
+        u32::try_from(self.ir_bytes + views + lines + own + SESSION_ROW_BYTES).unwrap_or(u32::MAX)
     }
 }
 
