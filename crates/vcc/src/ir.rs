@@ -358,19 +358,11 @@ impl Chain {
     /// Approximate heap size, for cache weighers: vectors by their capacity, strings by theirs
     /// (`tests/sizes.rs` holds it to what the allocator hands out).
     pub fn size_bytes(&self) -> usize {
-        let blocks: usize = self.blocks.capacity() * std::mem::size_of::<Block>()
-            + self.blocks.iter().map(|b| b.body.heap_bytes() + b.kind.heap_bytes()).sum::<usize>();
-        let sections: usize = self.sections.capacity() * std::mem::size_of::<Section>()
-            + self
-                .sections
-                .iter()
-                .map(|s| s.header.capacity() + s.timestamp.as_ref().map_or(0, String::capacity))
-                .sum::<usize>();
-        let media: usize = self.media.capacity() * std::mem::size_of::<MediaFile>()
-            + self.media.iter().map(|m| m.bytes.capacity() + m.name.capacity()).sum::<usize>();
-        let footer: usize = self.footer.as_ref().map_or(0, |f| {
-            f.capacity() * std::mem::size_of::<String>() + f.iter().map(String::capacity).sum::<usize>()
-        });
+        let blocks = vec_bytes(&self.blocks, |b| b.body.heap_bytes() + b.kind.heap_bytes());
+        let sections =
+            vec_bytes(&self.sections, |s| s.header.capacity() + s.timestamp.as_ref().map_or(0, String::capacity));
+        let media = vec_bytes(&self.media, |m| m.bytes.capacity() + m.name.capacity());
+        let footer = self.footer.as_ref().map_or(0, |f| vec_bytes(f, String::capacity));
         let n = &self.names;
         let names = n.full.capacity() + n.ui.capacity() + n.adaptive.capacity() + n.prefix.capacity();
         std::mem::size_of::<Chain>() + blocks + sections + media + footer + names
@@ -409,6 +401,11 @@ impl Chain {
         }
         self.body_lines = line;
     }
+}
+
+/// Approximate heap size of a vector: its buffer by capacity, and what each item holds (`heap`).
+pub(crate) fn vec_bytes<T>(v: &Vec<T>, heap: impl Fn(&T) -> usize) -> usize {
+    v.capacity() * std::mem::size_of::<T>() + v.iter().map(heap).sum::<usize>()
 }
 
 /// Approximate heap size of a map of strings: its table (entries and control bytes) by its

@@ -6,7 +6,7 @@
 //! the file has more than one chain (`_1` suffix).
 
 use crate::diag::Diags;
-use crate::ir::{BlockKind, Body, SectionRole, Speaker};
+use crate::ir::{BlockKind, Body, SectionRole, Speaker, string_map_bytes, vec_bytes};
 use crate::json::Value;
 use crate::media::{MediaKind, b64decode, media_ext};
 use crate::pyfmt::to_py_str;
@@ -109,46 +109,27 @@ impl ChainBuilder {
     /// Approximate heap size, for cache weighers: vectors by their capacity, strings by theirs.
     pub fn size_bytes(&self) -> usize {
         let text = |s: &Option<String>| s.as_ref().map_or(0, String::capacity);
-        let blocks: usize = self.blocks.capacity() * std::mem::size_of::<PendingBlock>()
-            + self
-                .blocks
-                .iter()
-                .map(|b| {
-                    let body = match &b.body {
-                        PendingBody::Done(body) => body.heap_bytes(),
-                        PendingBody::Media(_) => 0,
-                        PendingBody::ToolParts(parts) => {
-                            parts.capacity() * std::mem::size_of::<Part>()
-                                + parts
-                                    .iter()
-                                    .map(|p| match p {
-                                        Part::Text(t) => t.capacity(),
-                                        Part::Media(_) => 0,
-                                    })
-                                    .sum::<usize>()
-                        }
-                    };
-                    body + b.kind.heap_bytes() + text(&b.tool_id_key)
-                })
-                .sum::<usize>();
-        let sections: usize = self.sections.capacity() * std::mem::size_of::<PendingSection>()
-            + self
-                .sections
-                .iter()
-                .map(|s| {
-                    let header = match &s.header {
-                        PendingHeader::Done(h) => h.capacity(),
-                        PendingHeader::Tool { id_key, id, explicit, .. } => {
-                            id_key.capacity() + id.capacity() + text(explicit)
-                        }
-                    };
-                    header + text(&s.timestamp)
-                })
-                .sum::<usize>();
-        let media: usize = self.media.capacity() * std::mem::size_of::<PendingMedia>()
-            + self.media.iter().map(|m| m.ext.capacity() + m.bytes.as_ref().map_or(0, Vec::capacity)).sum::<usize>();
+        let blocks = vec_bytes(&self.blocks, |b| {
+            let body = match &b.body {
+                PendingBody::Done(body) => body.heap_bytes(),
+                PendingBody::Media(_) => 0,
+                PendingBody::ToolParts(parts) => vec_bytes(parts, |p| match p {
+                    Part::Text(t) => t.capacity(),
+                    Part::Media(_) => 0,
+                }),
+            };
+            body + b.kind.heap_bytes() + text(&b.tool_id_key)
+        });
+        let sections = vec_bytes(&self.sections, |s| {
+            let header = match &s.header {
+                PendingHeader::Done(h) => h.capacity(),
+                PendingHeader::Tool { id_key, id, explicit, .. } => id_key.capacity() + id.capacity() + text(explicit),
+            };
+            header + text(&s.timestamp)
+        });
+        let media = vec_bytes(&self.media, |m| m.ext.capacity() + m.bytes.as_ref().map_or(0, Vec::capacity));
         let open = self.open.as_ref().map_or(0, |o| text(&o.timestamp));
-        std::mem::size_of::<Self>() + blocks + sections + media + crate::ir::string_map_bytes(&self.tool_names) + open
+        std::mem::size_of::<Self>() + blocks + sections + media + string_map_bytes(&self.tool_names) + open
     }
 
     /// Sets the input line of the record about to be parsed.
