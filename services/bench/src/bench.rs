@@ -293,13 +293,7 @@ async fn ingest(args: IngestArgs) -> anyhow::Result<()> {
             anyhow::Ok((hist, seconds))
         }));
     }
-    let mut hist = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
-    let mut seconds = Vec::new();
-    for t in tasks {
-        let (h, s) = t.await??;
-        hist.add(h)?;
-        seconds.extend(s);
-    }
+    let (hist, seconds) = join_writers(tasks).await?;
     let fsyncs = probe.map(crate::disk_probe::DiskProbe::stop).transpose()?;
     let ms = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
     let rate = hist.len() as f64 / args.seconds;
@@ -337,6 +331,23 @@ async fn ingest(args: IngestArgs) -> anyhow::Result<()> {
     });
     println!("{summary}");
     Ok(())
+}
+
+/// A writer's latencies: the histogram, and (second due in, µs) of each append for --timeline.
+type WriterLatencies = (hdrhistogram::Histogram<u64>, Vec<(u32, u64)>);
+
+/// The single-append writers' latencies, merged.
+async fn join_writers(
+    tasks: Vec<tokio::task::JoinHandle<anyhow::Result<WriterLatencies>>>,
+) -> anyhow::Result<WriterLatencies> {
+    let mut hist = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+    let mut seconds = Vec::new();
+    for t in tasks {
+        let (h, s) = t.await??;
+        hist.add(h)?;
+        seconds.extend(s);
+    }
+    Ok((hist, seconds))
 }
 
 /// Prints the probe's figures and, with --timeline, the phase second by second; returns the
@@ -561,13 +572,7 @@ async fn direct_single(args: &IngestArgs, content: &str) -> anyhow::Result<()> {
             anyhow::Ok((hist, seconds))
         }));
     }
-    let mut hist = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
-    let mut seconds = Vec::new();
-    for t in tasks {
-        let (h, s) = t.await??;
-        hist.add(h)?;
-        seconds.extend(s);
-    }
+    let (hist, seconds) = join_writers(tasks).await?;
     let fsyncs = probe.map(crate::disk_probe::DiskProbe::stop).transpose()?;
     let ms = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
     println!(
