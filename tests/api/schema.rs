@@ -1,33 +1,15 @@
 //! The schema stays shardable by namespace (docs/adr/006-citus-sharding.md): read from the
 //! catalog of a freshly migrated database, every table but the reference tables has a
 //! `namespace_id` column, and every primary key, unique constraint or index, and foreign key
-//! between distributed tables includes it — except the deviations the ADR lists, which this test
-//! holds to exactly that list (fixing one means deleting its line; a new one fails).
-use std::collections::BTreeSet;
-
+//! between distributed tables includes it (migration `20261128000002_keys_per_namespace.sql`
+//! re-keyed the last ones: session ids are per namespace).
 use sqlx::{Connection, PgConnection};
 
 /// Global by design: replicated whole to every node.
 const REFERENCE_TABLES: [&str; 3] = ["namespaces", "api_keys", "erasures"];
 
-/// Keys that do not include `namespace_id` yet (ADR 006, "Known deviations"): the re-keying
-/// migration that would fix them is the first step of a move to Citus.
-const KNOWN_DEVIATIONS: [&str; 11] = [
-    "context_packs: primary key context_packs_pkey",
-    "context_windows: primary key context_windows_pkey",
-    "embedding_progress: primary key embedding_progress_pkey",
-    "embeddings: primary key embeddings_pkey",
-    "events: primary key events_pkey",
-    "events: unique index events_id",
-    "pointer_manifests: primary key pointer_manifests_pkey",
-    "sessions: foreign key sessions_parent_session_id_fkey",
-    "sessions: primary key sessions_pkey",
-    "task_reports: primary key task_reports_pkey",
-    "window_evictions: primary key window_evictions_pkey",
-];
-
 #[tokio::test]
-async fn every_table_is_keyed_by_namespace_but_the_reference_tables_and_the_listed_deviations() {
+async fn every_table_and_key_includes_the_namespace_but_the_reference_tables() {
     let Some(db) = memex_tests::test_db().await else { return };
     let mut c = PgConnection::connect(&db.url).await.unwrap();
     let tables: Vec<String> = sqlx::query_scalar(
@@ -87,16 +69,5 @@ async fn every_table_is_keyed_by_namespace_but_the_reference_tables_and_the_list
     .fetch_all(&mut c)
     .await
     .unwrap();
-    let found: BTreeSet<&str> = violations.iter().map(String::as_str).collect();
-    let listed: BTreeSet<&str> = KNOWN_DEVIATIONS.into_iter().collect();
-    let new: Vec<_> = found.difference(&listed).collect();
-    let fixed: Vec<_> = listed.difference(&found).collect();
-    assert!(new.is_empty(), "keys without namespace_id that ADR 006 does not list: {new:?}");
-    assert!(fixed.is_empty(), "listed deviations that are gone (delete them here and in ADR 006): {fixed:?}");
-
-    // The tables the deviations name are distributed ones, so the list means what it says.
-    for d in KNOWN_DEVIATIONS {
-        let table = d.split(':').next().unwrap_or_default();
-        assert!(tables.iter().any(|t| t == table) && !REFERENCE_TABLES.contains(&table), "{d}");
-    }
+    assert!(violations.is_empty(), "keys without namespace_id (ADR 006): {violations:?}");
 }

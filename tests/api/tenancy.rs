@@ -432,15 +432,132 @@ async fn a_hostile_tenant_gets_nothing_of_another_through_any_rpc() {
     assert!(appended.is_ok(), "B's batch under A's idempotency key: {appended:?}");
     assert!(!appended.unwrap().replayed, "B's batch is not A's replay");
 
-    // Session ids are still global (docs/adr/006-citus-sharding.md lists the key): an id taken in
-    // another namespace is refused, and the refusal says nothing about whose it is.
-    let taken = b
+    // Session ids are per namespace: B may create a session under the id A chose, and every
+    // path (store, caches of compiled views and their blocks, index, memory, packs) keeps the
+    // two apart. A's compile of its version 6 is cached first, and B's session is brought to
+    // version 6 too, so a cache keyed by session and version alone would hand B A's view.
+    let a_view = a
+        .compile_view(pb::CompileViewRequest { session_id: s(), view: pb::ViewKind::Full as i32, ..Default::default() })
+        .await
+        .unwrap();
+    assert!(String::from_utf8_lossy(&a_view.text).contains(SECRET), "A's own view");
+    let same_id = b
         .create_session(pb::CreateSessionRequest { agent_id: "b".into(), session_id: s(), ..Default::default() })
+        .await
+        .unwrap();
+    assert_eq!(same_id.id, v.session);
+    assert_eq!(same_id.event_count, 0, "B's session is new, not A's");
+    let b_text = "b-owns-this-marmot";
+    let b_events: Vec<_> = (0..6).map(|i| ev("user_message", &format!("{b_text} turn {i}"))).collect();
+    let appended = b.append_events(&s(), b_events, None).await.unwrap();
+    assert_eq!((appended.first_seq, appended.last_seq), (1, 6), "B's seqs start at 1 in B's session");
+    let b_view = b
+        .compile_view(pb::CompileViewRequest { session_id: s(), view: pb::ViewKind::Full as i32, ..Default::default() })
+        .await
+        .map(|view| String::from_utf8_lossy(&view.text).into_owned());
+    clean("CompileView of B's session under A's id", &b_view, &v);
+    assert!(b_view.as_ref().is_ok_and(|t| t.contains(b_text)), "B sees its own view: {b_view:?}");
+    let b_lines =
+        b.read_lines(pb::ReadLinesRequest { pointer: format!("{}:1-40", v.session), ..Default::default() }).await;
+    clean("ReadLines of B's session under A's id", &b_lines, &v);
+    assert!(format!("{b_lines:?}").contains(b_text), "{b_lines:?}");
+    let b_events = b.get_events(pb::GetEventsRequest { session_id: s(), ..Default::default() }).await;
+    clean("GetEvents of B's session under A's id", &b_events, &v);
+    assert_eq!(b_events.unwrap().events.len(), 6);
+    let b_pack = b
+        .build_pack(pb::BuildPackRequest {
+            session_id: s(),
+            user_message: format!("what about {b_text} and the deploy password hint?"),
+            budgets: Some(crate::packs::budgets(800, 800)),
+            ..Default::default()
+        })
         .await;
-    refused("CreateSession with A's session id", taken, &[Code::AlreadyExists]);
+    clean("BuildPack on B's session under A's id", &b_pack, &v);
+    assert!(format!("{b_pack:?}").contains(b_text), "{b_pack:?}");
+    let b_snapshot = b.build_snapshot(pb::BuildSnapshotRequest { session_id: s(), ..Default::default() }).await;
+    clean("BuildSnapshot of B's session under A's id", &b_snapshot, &v);
+    let b_search = b.search(pb::SearchRequest { query: format!("{SECRET} marmot"), ..Default::default() }).await;
+    clean("Search with B's session under A's id", &b_search, &v);
+    assert!(!b_search.unwrap().hits.is_empty(), "B finds its own events");
+    let b_window =
+        b.compact(pb::CompactRequest { session_id: s(), window_budget: 300, headroom: 50, ..Default::default() }).await;
+    clean("Compact of B's session under A's id", &b_window, &v);
+    // The same request again is B's own session back; other attributes are B's conflict alone.
+    let again = b
+        .create_session(pb::CreateSessionRequest { agent_id: "b".into(), session_id: s(), ..Default::default() })
+        .await
+        .unwrap();
+    assert_eq!(again.event_count, 6);
+    let other = b
+        .create_session(pb::CreateSessionRequest { agent_id: "not-b".into(), session_id: s(), ..Default::default() })
+        .await;
+    refused("CreateSession again with other attributes", other, &[Code::AlreadyExists]);
 
     // Nothing B did reached A.
     let a_session = a.get_session(&v.session).await.unwrap();
     assert_eq!(a_session.event_count, 6, "A's five events and its report");
+    assert_eq!(a_session.agent_id, "victim-agent");
+    let a_view = a
+        .compile_view(pb::CompileViewRequest { session_id: s(), view: pb::ViewKind::Full as i32, ..Default::default() })
+        .await
+        .unwrap();
+    let a_view = String::from_utf8_lossy(&a_view.text);
+    assert!(a_view.contains(SECRET) && !a_view.contains(b_text), "A's view is A's: {a_view}");
+    let a_events = a.get_events(pb::GetEventsRequest { session_id: s(), ..Default::default() }).await.unwrap();
+    assert!(a_events.events.iter().all(|e| !e.content.contains(b_text)), "A's events are A's");
+    let a_pack = a
+        .build_pack(pb::BuildPackRequest {
+            session_id: s(),
+            user_message: format!("what about {SECRET} and the marmot?"),
+            budgets: Some(crate::packs::budgets(800, 800)),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(!format!("{a_pack:?}").contains(b_text), "A's pack has nothing of B's: {a_pack:?}");
     assert!(a.get_task_state(&v.task, 0).await.unwrap().state.unwrap().goals[0].contains(SECRET));
+}
+
+/// Two tenants append to sessions under the same id at the same time: the group committer puts
+/// both tenants' appends into one statement, and each session still gets gapless seqs and only
+/// its own tenant's events.
+#[tokio::test]
+async fn sessions_under_one_id_in_two_namespaces_stay_apart_under_concurrent_appends() {
+    let Some(srv) = TestServer::start().await else { return };
+    let (_, ta) = srv.namespace_with_key("same-id-a", Access::Write).await;
+    let (_, tb) = srv.namespace_with_key("same-id-b", Access::Write).await;
+    let (a, b) = (client(&srv, "same-id-a", &ta).await, client(&srv, "same-id-b", &tb).await);
+    let id = uuid::Uuid::now_v7().to_string();
+    for c in [&a, &b] {
+        let made = c
+            .create_session(pb::CreateSessionRequest {
+                agent_id: "w".into(),
+                session_id: id.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(made.id, id);
+    }
+    const N: usize = 60;
+    let one = |c: &'static str, i: usize| {
+        let (client, id) = (if c == "a" { &a } else { &b }, &id);
+        async move { client.append_events(id, vec![ev("note", &format!("from-{c} {i}"))], None).await }
+    };
+    let appends = (0..N).flat_map(|i| [one("a", i), one("b", i)]);
+    for r in futures::future::join_all(appends).await {
+        r.unwrap();
+    }
+    for (c, mine, theirs) in [(&a, "from-a", "from-b"), (&b, "from-b", "from-a")] {
+        assert_eq!(c.get_session(&id).await.unwrap().event_count, N as u64, "{mine}");
+        let events =
+            c.get_events(pb::GetEventsRequest { session_id: id.clone(), ..Default::default() }).await.unwrap().events;
+        let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, (1..=N as u64).collect::<Vec<_>>(), "{mine}: gapless seqs from 1");
+        assert!(events.iter().all(|e| e.content.starts_with(mine) && !e.content.contains(theirs)), "{mine}");
+        let mut texts: Vec<&str> = events.iter().map(|e| e.content.as_str()).collect();
+        texts.sort_unstable();
+        texts.dedup();
+        assert_eq!(texts.len(), N, "{mine}: every append once");
+    }
 }

@@ -76,21 +76,21 @@ impl ContextEngine {
                 && let Some(call) = &e.tool_call_id
             {
                 let key = (e.session_id, call.clone());
-                if self.tool_names.get(&key).is_none() && !wanted.contains(&key) {
+                if self.tool_names.get(&(namespace_id, key.0, key.1.clone())).is_none() && !wanted.contains(&key) {
                     wanted.push(key);
                 }
             }
         }
         if !wanted.is_empty() {
             for (session, call, tool) in self.store.tool_names(namespace_id, &wanted).await? {
-                self.tool_names.insert((session, call), tool);
+                self.tool_names.insert((namespace_id, session, call), tool);
             }
         }
         for (c, e) in out.iter_mut().zip(events) {
             if c.tool_name.is_none()
                 && let Some(call) = &e.tool_call_id
             {
-                c.tool_name = self.tool_names.get(&(e.session_id, call.clone()));
+                c.tool_name = self.tool_names.get(&(namespace_id, e.session_id, call.clone()));
             }
         }
         Ok(out)

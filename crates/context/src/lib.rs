@@ -187,8 +187,8 @@ pub struct ContextEngine {
     tails: moka::sync::Cache<(Uuid, Uuid), Arc<recent::Tail>>,
     /// (namespace, session) → the standing items of its last pack's scope, with the scope's heads.
     standing: moka::sync::Cache<(Uuid, Uuid), Arc<recent::Standing>>,
-    /// (session, tool-call id) → the call's tool; calls never change.
-    tool_names: moka::sync::Cache<(Uuid, String), String>,
+    /// (namespace, session, tool-call id) → the call's tool; calls never change.
+    tool_names: moka::sync::Cache<(Uuid, Uuid, String), String>,
     /// (namespace, chunk id) of stored-pack chunks this process wrote or read: already in
     /// `pack_chunks` (append-only), so a pack need not send them. Expire so an operator's restore
     /// of an older database cannot leave a pack naming a chunk for long.

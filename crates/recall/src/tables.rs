@@ -109,10 +109,11 @@ pub async fn claim(
         "WITH due AS (
              SELECT p.namespace_id, p.session_id, s.next_seq - 1 AS head, p.updated_at,
                     row_number() OVER (PARTITION BY p.namespace_id ORDER BY p.updated_at, p.session_id) AS turn
-             FROM memory_progress p JOIN sessions s ON s.id = p.session_id
+             FROM memory_progress p JOIN sessions s ON s.id = p.session_id AND s.namespace_id = p.namespace_id
              WHERE (s.next_seq - 1 > p.fact_seq
                     OR (s.next_seq - 1 > p.turn_seq AND (
-                        SELECT e.ingest_time FROM events e WHERE e.session_id = s.id AND e.seq = s.next_seq - 1
+                        SELECT e.ingest_time FROM events e
+                        WHERE e.session_id = s.id AND e.seq = s.next_seq - 1 AND e.namespace_id = s.namespace_id
                     ) <= now() - make_interval(secs => $4)))
                AND (p.leased_until IS NULL OR p.leased_until < now())
                AND (p.updated_at <= now() - make_interval(secs => $6) OR s.next_seq - 1 - p.fact_seq >= $7)

@@ -191,7 +191,7 @@ async fn pending_turns(s: &Shared) -> Result<bool, RecallError> {
         return Ok(false);
     }
     let (n,): (i64,) = sqlx::query_as(
-        "SELECT count(*) FROM memory_progress p JOIN sessions s ON s.id = p.session_id
+        "SELECT count(*) FROM memory_progress p JOIN sessions s ON s.id = p.session_id AND s.namespace_id = p.namespace_id
          WHERE s.next_seq - 1 > p.turn_seq AND ($1::uuid[] IS NULL OR p.namespace_id = ANY($1))",
     )
     .bind(scope(s))

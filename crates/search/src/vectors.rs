@@ -105,7 +105,7 @@ pub(crate) async fn insert(
          FROM UNNEST($4::uuid[], $5::uuid[], $6::int8[], $7::text[], $8::text[], $9::text[], $10::text[],
                      $11::timestamptz[], $12::vector[])
               AS t (event_id, session_id, seq, kind, role, agent_id, task_id, event_time, embedding)
-         ON CONFLICT (event_id, model) DO NOTHING",
+         ON CONFLICT (event_id, model, namespace_id) DO NOTHING",
     )
     .bind(&model.name)
     .bind(model.dim as i32)

@@ -153,6 +153,7 @@ struct Shared {
     foreground: Option<Arc<dyn Foreground>>,
     /// Sessions with a job of this worker queued or being embedded: never claimed again meanwhile,
     /// or a slow model (a job waiting longer than the lease) would have the same events embedded twice.
+    /// By id alone: a session of another namespace under the same id waits for the next claim.
     busy: std::sync::Mutex<std::collections::HashSet<Uuid>>,
     /// True once the worker is asked to stop: one waiting for a quiet foreground gives up its job.
     stop: watch::Receiver<bool>,
@@ -293,7 +294,8 @@ impl Drop for EmbeddingWorker {
 async fn backlog(s: &Shared) -> Result<u64, IndexError> {
     let (n,): (i64,) = sqlx::query_as(
         "SELECT COALESCE(sum(s.next_seq - 1 - COALESCE(p.seq, 0)), 0)::int8
-         FROM sessions s LEFT JOIN embedding_progress p ON p.session_id = s.id AND p.model = $1
+         FROM sessions s
+         LEFT JOIN embedding_progress p ON p.session_id = s.id AND p.namespace_id = s.namespace_id AND p.model = $1
          WHERE s.next_seq > 1 AND ($2::uuid[] IS NULL OR s.namespace_id = ANY($2))",
     )
     .bind(progress_key(s))
@@ -354,7 +356,7 @@ async fn read_loop(s: Arc<Shared>, tx: mpsc::Sender<Job>) {
                 Err(e) => {
                     record_error(&s, "reading events", &e.into());
                     set_busy(&s, session_id, false);
-                    release(&s, session_id, Some(Duration::from_secs(5))).await;
+                    release(&s, namespace_id, session_id, Some(Duration::from_secs(5))).await;
                     continue;
                 }
             };
@@ -390,7 +392,8 @@ async fn register_sessions(s: &Shared) -> Result<(), IndexError> {
         "INSERT INTO embedding_progress (session_id, model, namespace_id)
          SELECT s.id, $1, s.namespace_id FROM sessions s
          WHERE s.next_seq > 1 AND ($2::uuid[] IS NULL OR s.namespace_id = ANY($2))
-           AND NOT EXISTS (SELECT 1 FROM embedding_progress p WHERE p.session_id = s.id AND p.model = $1)
+           AND NOT EXISTS (SELECT 1 FROM embedding_progress p
+                           WHERE p.session_id = s.id AND p.namespace_id = s.namespace_id AND p.model = $1)
          ON CONFLICT DO NOTHING",
     )
     .bind(progress_key(s))
@@ -405,7 +408,8 @@ async fn register_sessions(s: &Shared) -> Result<(), IndexError> {
 async fn claim(s: &Shared) -> Result<Vec<(Uuid, Uuid, u64, u64)>, IndexError> {
     let rows: Vec<(Uuid, Uuid, i64, i64)> = sqlx::query_as(
         "WITH c AS (
-             SELECT p.session_id, s.next_seq - 1 AS head FROM embedding_progress p JOIN sessions s ON s.id = p.session_id
+             SELECT p.session_id, p.namespace_id, s.next_seq - 1 AS head
+             FROM embedding_progress p JOIN sessions s ON s.id = p.session_id AND s.namespace_id = p.namespace_id
              WHERE p.model = $1 AND s.next_seq - 1 > p.seq AND (p.leased_until IS NULL OR p.leased_until < now())
                AND (p.done_at IS NULL OR p.done_at <= now() - make_interval(secs => $7) OR s.next_seq - 1 - p.seq >= $8)
                AND ($5::uuid[] IS NULL OR p.namespace_id = ANY($5))
@@ -413,7 +417,7 @@ async fn claim(s: &Shared) -> Result<Vec<(Uuid, Uuid, u64, u64)>, IndexError> {
              ORDER BY p.session_id LIMIT $4 FOR UPDATE OF p SKIP LOCKED
          )
          UPDATE embedding_progress p SET leased_until = now() + make_interval(secs => $3), leased_by = $2
-         FROM c WHERE p.session_id = c.session_id AND p.model = $1
+         FROM c WHERE p.session_id = c.session_id AND p.namespace_id = c.namespace_id AND p.model = $1
          RETURNING p.namespace_id, p.session_id, p.seq, c.head",
     )
     .bind(progress_key(s))
@@ -445,31 +449,33 @@ fn busy_sessions(s: &Shared) -> Vec<Uuid> {
 
 /// Keeps other replicas off a session while its job is embedded (a job may take longer than the
 /// lease on a slow model).
-async fn renew_lease(s: &Shared, session_id: Uuid) -> Result<(), IndexError> {
+async fn renew_lease(s: &Shared, namespace_id: Uuid, session_id: Uuid) -> Result<(), IndexError> {
     sqlx::query(
         "UPDATE embedding_progress SET leased_until = now() + make_interval(secs => $3)
-         WHERE session_id = $1 AND model = $2 AND leased_by = $4",
+         WHERE session_id = $1 AND namespace_id = $5 AND model = $2 AND leased_by = $4",
     )
     .bind(session_id)
     .bind(progress_key(s))
     .bind(s.opts.lease.as_secs_f64())
     .bind(&s.owner)
+    .bind(namespace_id)
     .execute(s.store.pool())
     .await?;
     Ok(())
 }
 
 /// Gives a session back: at once, or after `retry_after` (after an error).
-async fn release(s: &Shared, session_id: Uuid, retry_after: Option<Duration>) {
+async fn release(s: &Shared, namespace_id: Uuid, session_id: Uuid, retry_after: Option<Duration>) {
     let secs = retry_after.map_or(0.0, |d| d.as_secs_f64());
     let r = sqlx::query(
         "UPDATE embedding_progress SET leased_until = CASE WHEN $3 > 0 THEN now() + make_interval(secs => $3) END,
                 leased_by = NULL
-         WHERE session_id = $1 AND model = $2",
+         WHERE session_id = $1 AND namespace_id = $4 AND model = $2",
     )
     .bind(session_id)
     .bind(progress_key(s))
     .bind(secs)
+    .bind(namespace_id)
     .execute(s.store.pool())
     .await;
     if let Err(e) = r {
@@ -480,12 +486,12 @@ async fn release(s: &Shared, session_id: Uuid, retry_after: Option<Duration>) {
 async fn embed_loop(s: Arc<Shared>, mut rx: mpsc::Receiver<Job>) {
     while let Some(job) = rx.recv().await {
         s.counters.queued_jobs.store(rx.len() as u64, Ordering::SeqCst);
-        let session_id = job.session_id;
+        let (namespace_id, session_id) = (job.namespace_id, job.session_id);
         match embed_job(&s, job).await {
             Ok(()) => {}
             Err(e) => {
                 record_error(&s, "embedding a job", &e);
-                release(&s, session_id, Some(Duration::from_secs(5))).await;
+                release(&s, namespace_id, session_id, Some(Duration::from_secs(5))).await;
             }
         }
         set_busy(&s, session_id, false);
@@ -501,7 +507,7 @@ async fn embed_loop(s: Arc<Shared>, mut rx: mpsc::Receiver<Job>) {
 /// is preempted mid-inference for hundreds of milliseconds at a time while holding what the
 /// requests' threads then wait on (measured: per-second p99 of packs 150-530 ms in the seconds
 /// a batch ran, 20-40 ms otherwise, with the worker off no such seconds).
-async fn step_aside(s: &Shared, session_id: Uuid) -> Result<bool, IndexError> {
+async fn step_aside(s: &Shared, namespace_id: Uuid, session_id: Uuid) -> Result<bool, IndexError> {
     let Some(f) = &s.foreground else { return Ok(true) };
     let started = Instant::now();
     let mut renewed = Instant::now();
@@ -523,7 +529,7 @@ async fn step_aside(s: &Shared, session_id: Uuid) -> Result<bool, IndexError> {
             break true;
         }
         if renewed.elapsed() >= s.opts.lease / 4 {
-            renew_lease(s, session_id).await?;
+            renew_lease(s, namespace_id, session_id).await?;
             renewed = Instant::now();
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -543,13 +549,13 @@ async fn embed_job(s: &Shared, job: Job) -> Result<(), IndexError> {
         .collect();
     c.skipped_events.fetch_add((job.events.len() - with_text.len()) as u64, Ordering::Relaxed);
     for batch in with_text.chunks(s.opts.batch_size.max(1)) {
-        if !step_aside(s, job.session_id).await? {
+        if !step_aside(s, job.namespace_id, job.session_id).await? {
             // Stopping: the lease is given back; the events are embedded again by whoever
             // claims the session next (a vector is the same whoever makes it).
-            release(s, job.session_id, None).await;
+            release(s, job.namespace_id, job.session_id, None).await;
             return Ok(());
         }
-        renew_lease(s, job.session_id).await?;
+        renew_lease(s, job.namespace_id, job.session_id).await?;
         let texts: Vec<String> = batch.iter().map(|(_, t)| t.clone()).collect();
         let bytes: u64 = texts.iter().map(|t| t.len() as u64).sum();
         let t0 = Instant::now();
@@ -589,11 +595,12 @@ async fn embed_job(s: &Shared, job: Job) -> Result<(), IndexError> {
     insert(&mut tx, job.namespace_id, s.embedder.info(), rows).await?;
     sqlx::query(
         "UPDATE embedding_progress SET seq = GREATEST(seq, $3), leased_until = NULL, leased_by = NULL, done_at = now()
-         WHERE session_id = $1 AND model = $2",
+         WHERE session_id = $1 AND namespace_id = $4 AND model = $2",
     )
     .bind(job.session_id)
     .bind(progress_key(s))
     .bind(job.upto as i64)
+    .bind(job.namespace_id)
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;

@@ -237,7 +237,7 @@ impl Store {
         let (exists, found): (bool, Vec<String>) = sqlx::query_as(
             "SELECT EXISTS (SELECT 1 FROM sessions WHERE id = $1 AND namespace_id = $2),
                     ARRAY(SELECT DISTINCT tool_call_id FROM events
-                          WHERE session_id = $1 AND kind = 'tool_call' AND tool_call_id = ANY($3))",
+                          WHERE session_id = $1 AND namespace_id = $2 AND kind = 'tool_call' AND tool_call_id = ANY($3))",
         )
         .bind(req.session_id)
         .bind(req.namespace_id)
@@ -285,11 +285,13 @@ impl Store {
         }
         let last_seq = first_seq + i64::from(count) - 1;
         let rows: Vec<(Uuid, Option<Vec<u8>>)> = sqlx::query_as(
-            "SELECT id, artifact_id FROM events WHERE session_id = $1 AND seq BETWEEN $2 AND $3 ORDER BY seq",
+            "SELECT id, artifact_id FROM events
+             WHERE session_id = $1 AND namespace_id = $4 AND seq BETWEEN $2 AND $3 ORDER BY seq",
         )
         .bind(session_id)
         .bind(first_seq)
         .bind(last_seq)
+        .bind(namespace_id)
         .fetch_all(&self.pool)
         .await?;
         let order: Vec<ArtifactId> =

@@ -194,7 +194,8 @@ impl Store {
         let rows: Vec<(Uuid, String, String)> = sqlx::query_as(
             "SELECT DISTINCT ON (e.session_id, e.tool_call_id) e.session_id, e.tool_call_id, e.tool_name
              FROM UNNEST($1::uuid[], $2::text[]) AS c (session_id, tool_call_id)
-             JOIN events e ON e.session_id = c.session_id AND e.tool_call_id = c.tool_call_id AND e.kind = 'tool_call'
+             JOIN events e ON e.session_id = c.session_id AND e.namespace_id = $3 AND e.tool_call_id = c.tool_call_id
+                           AND e.kind = 'tool_call'
              WHERE e.namespace_id = $3 AND e.tool_name IS NOT NULL
              ORDER BY e.session_id, e.tool_call_id, e.seq",
         )

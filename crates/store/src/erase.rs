@@ -140,10 +140,12 @@ impl Store {
         .await?;
         let mut c = ErasureCounts { sessions: locked.len() as u64, ..Default::default() };
         let artifacts: Vec<Vec<u8>> = sqlx::query_scalar(
-            "SELECT artifact_id FROM events WHERE session_id = ANY($1) AND artifact_id IS NOT NULL
-             UNION SELECT source_artifact_id FROM sessions WHERE id = ANY($1) AND source_artifact_id IS NOT NULL",
+            "SELECT artifact_id FROM events WHERE namespace_id = $2 AND session_id = ANY($1) AND artifact_id IS NOT NULL
+             UNION SELECT source_artifact_id FROM sessions
+             WHERE namespace_id = $2 AND id = ANY($1) AND source_artifact_id IS NOT NULL",
         )
         .bind(s)
+        .bind(namespace_id)
         .fetch_all(&mut *tx)
         .await?;
         let run = |sql: &'static str| sqlx::query(sql).bind(namespace_id).bind(s);

@@ -139,7 +139,7 @@ WITH d AS (
     FROM d
     WHERE sessions.id = d.session_id AND sessions.namespace_id = d.namespace_id
       AND sessions.source_artifact_id IS NULL AND sessions.erased_by IS NULL
-    RETURNING sessions.id, sessions.next_seq - d.n AS first_seq, sessions.agent_id,
+    RETURNING sessions.id, sessions.namespace_id, sessions.next_seq - d.n AS first_seq, sessions.agent_id,
               (SELECT h.version FROM task_heads h
                WHERE h.namespace_id = sessions.namespace_id AND h.task_id = sessions.task_id) AS head
 ), e AS (
@@ -154,33 +154,35 @@ WITH d AS (
                 $11::text[], $12::text[], $13::timestamptz[], $14::text[], $15::jsonb[])
             AS t (session_id, off, id, namespace_id, kind, agent_id, task_id, tool_name, tool_call_id,
                   event_time, content, metadata)
-    JOIN s ON s.id = t.session_id
+    JOIN s ON s.id = t.session_id AND s.namespace_id = t.namespace_id
     RETURNING 1
 )
-SELECT s.id, s.first_seq, (SELECT count(*) FROM e) FROM s
+SELECT s.id, s.namespace_id, s.first_seq, (SELECT count(*) FROM e) FROM s
 "#;
 
 /// Where one caller's events sit in the shared statement.
 struct Slot {
-    session: Uuid,
+    /// (session, namespace): session ids are unique per namespace only.
+    session: (Uuid, Uuid),
     offset: i64,
     ids: Vec<Uuid>,
 }
 
 async fn commit(store: &Store, group: Vec<Pending>) {
     // Per session: total events, in arrival order of the callers.
-    let mut totals: HashMap<Uuid, (Uuid, i64)> = HashMap::new();
-    let mut order: Vec<Uuid> = Vec::new();
+    let mut totals: HashMap<(Uuid, Uuid), i64> = HashMap::new();
+    let mut order: Vec<(Uuid, Uuid)> = Vec::new();
     let mut slots = Vec::with_capacity(group.len());
     let n: usize = group.iter().map(|p| p.req.batch.events.len()).sum();
     let mut cols = Cols::with_capacity(n);
     for p in &group {
-        let entry = totals.entry(p.req.session_id).or_insert_with(|| {
-            order.push(p.req.session_id);
-            (p.req.namespace_id, 0)
+        let key = (p.req.session_id, p.req.namespace_id);
+        let entry = totals.entry(key).or_insert_with(|| {
+            order.push(key);
+            0
         });
-        let offset = entry.1;
-        entry.1 += p.req.batch.events.len() as i64;
+        let offset = *entry;
+        *entry += p.req.batch.events.len() as i64;
         let mut ids = Vec::with_capacity(p.req.batch.events.len());
         for (i, e) in p.req.batch.events.iter().enumerate() {
             let id = Uuid::now_v7();
@@ -198,13 +200,13 @@ async fn commit(store: &Store, group: Vec<Pending>) {
             cols.contents.push(e.content.clone());
             cols.metadata.push(e.metadata.clone());
         }
-        slots.push(Slot { session: p.req.session_id, offset, ids });
+        slots.push(Slot { session: key, offset, ids });
     }
     order.sort(); // a stable lock order
-    let d_sessions: Vec<Uuid> = order.clone();
-    let d_namespaces: Vec<Uuid> = order.iter().map(|s| totals[s].0).collect();
-    let d_counts: Vec<i64> = order.iter().map(|s| totals[s].1).collect();
-    let result: std::result::Result<Vec<(Uuid, i64, i64)>, sqlx::Error> = sqlx::query_as(GROUP_SQL)
+    let d_sessions: Vec<Uuid> = order.iter().map(|k| k.0).collect();
+    let d_namespaces: Vec<Uuid> = order.iter().map(|k| k.1).collect();
+    let d_counts: Vec<i64> = order.iter().map(|k| totals[k]).collect();
+    let result: std::result::Result<Vec<(Uuid, Uuid, i64, i64)>, sqlx::Error> = sqlx::query_as(GROUP_SQL)
         .bind(&d_sessions)
         .bind(&d_namespaces)
         .bind(&d_counts)
@@ -224,13 +226,14 @@ async fn commit(store: &Store, group: Vec<Pending>) {
         .await;
     match result {
         Ok(rows) => {
-            let firsts: HashMap<Uuid, i64> = rows.iter().map(|(id, first, _)| (*id, *first)).collect();
+            let firsts: HashMap<(Uuid, Uuid), i64> =
+                rows.iter().map(|(id, ns, first, _)| ((*id, *ns), *first)).collect();
             for (p, slot) in group.into_iter().zip(slots) {
                 let answer = match firsts.get(&slot.session) {
                     Some(first) => {
                         let first_seq = (first + slot.offset) as u64;
                         Ok(AppendOutcome {
-                            session_id: slot.session,
+                            session_id: slot.session.0,
                             first_seq,
                             last_seq: first_seq + slot.ids.len() as u64 - 1,
                             event_ids: slot.ids,
@@ -239,7 +242,7 @@ async fn commit(store: &Store, group: Vec<Pending>) {
                         })
                     }
                     None => {
-                        let why = store.why_not_appendable(p.req.namespace_id, slot.session);
+                        let why = store.why_not_appendable(p.req.namespace_id, slot.session.0);
                         Err(tenant::scope(p.tenant, why).await)
                     }
                 };

@@ -78,12 +78,14 @@ impl Store {
         };
         // Only now does the session become read-only: the append above needed it writable.
         let sql = format!(
-            "UPDATE sessions SET source_artifact_id = $2, source_file_name = $3 WHERE id = $1 RETURNING {SESSION_COLUMNS}"
+            "UPDATE sessions SET source_artifact_id = $2, source_file_name = $3
+             WHERE id = $1 AND namespace_id = $4 RETURNING {SESSION_COLUMNS}"
         );
         let row: SessionRow = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(id)
             .bind(&raw_id.as_bytes()[..])
             .bind(&file_name)
+            .bind(namespace_id)
             .fetch_one(&mut *tx)
             .await?;
         tx.commit().await?;

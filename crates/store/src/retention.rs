@@ -84,7 +84,7 @@ impl Store {
     pub async fn stale_sessions(&self, namespace_id: Uuid, days: u32, limit: i64) -> Result<Vec<Uuid>> {
         Ok(sqlx::query_scalar(
             "SELECT s.id FROM sessions s
-             LEFT JOIN events e ON e.session_id = s.id AND e.seq = s.next_seq - 1
+             LEFT JOIN events e ON e.session_id = s.id AND e.seq = s.next_seq - 1 AND e.namespace_id = s.namespace_id
              WHERE s.namespace_id = $1 AND s.erased_by IS NULL
                AND coalesce(e.ingest_time, s.created_at) < now() - make_interval(days => $2)
              ORDER BY s.id LIMIT $3",

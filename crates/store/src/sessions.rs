@@ -111,8 +111,8 @@ impl Store {
         }
     }
 
-    /// A parent session must be in the same namespace: the foreign key alone would let a tenant
-    /// link (and so probe) another tenant's session.
+    /// A parent session must be in the same namespace (the foreign key holds that too, but its
+    /// violation would be an internal error, not one naming the field).
     pub(crate) async fn check_parent(&self, namespace_id: Uuid, parent: Option<Uuid>) -> Result<()> {
         let Some(parent) = parent else { return Ok(()) };
         self.session(namespace_id, parent).await.map(drop).map_err(|e| match e {

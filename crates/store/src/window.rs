@@ -91,7 +91,7 @@ const COMMIT_SQL: &str = r#"
 WITH w AS (
     INSERT INTO context_windows AS cw (session_id, namespace_id, version, manifests)
     SELECT $1, $2, 1, $4 WHERE $3 = 0
-    ON CONFLICT (session_id) DO NOTHING
+    ON CONFLICT (session_id, namespace_id) DO NOTHING
     RETURNING version
 ), u AS (
     UPDATE context_windows SET version = version + 1, manifests = $4, updated_at = now()

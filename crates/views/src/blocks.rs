@@ -15,7 +15,8 @@ use crate::{CompiledSession, ViewError, Views};
 /// Session → its newest placed version's blocks by seq. One cache entry per session, not per
 /// event: a pack places a couple of hundred events of one or two sessions, and a cache lookup per
 /// event was about 6% of a pack's CPU.
-pub(crate) type BlockCache = moka::sync::Cache<Uuid, Arc<SessionBlocks>>;
+/// Keyed by (namespace, session): session ids are unique per namespace only.
+pub(crate) type BlockCache = moka::sync::Cache<(Uuid, Uuid), Arc<SessionBlocks>>;
 
 /// The blocks of one compiled session version placed so far, and the bytes they hold.
 pub(crate) struct SessionBlocks {
@@ -70,8 +71,9 @@ pub(crate) fn stable_before(compiled: &CompiledSession) -> u32 {
 
 pub(crate) fn cache(max_bytes: u64) -> BlockCache {
     // Weighed when (re)inserted: placing inserts an entry again after adding to it.
-    let weigh =
-        |_: &Uuid, b: &Arc<SessionBlocks>| u32::try_from(b.bytes.load(Ordering::Relaxed) + 64).unwrap_or(u32::MAX);
+    let weigh = |_: &(Uuid, Uuid), b: &Arc<SessionBlocks>| {
+        u32::try_from(b.bytes.load(Ordering::Relaxed) + 64).unwrap_or(u32::MAX)
+    };
     moka::sync::Cache::builder().weigher(weigh).max_capacity(max_bytes).build()
 }
 
@@ -93,7 +95,8 @@ impl Views {
         let compiled = self.compiled_at(ns, session, head.map(Seq::get)).await?;
         let version = compiled.version();
         // The session's newest version is kept; an older one asked for is placed apart.
-        let (placed, kept) = match self.blocks.get(&session.0) {
+        let key = (ns.0, session.0);
+        let (placed, kept) = match self.blocks.get(&key) {
             Some(b) if b.version == version => (b, true),
             Some(b) if b.version > version => (Arc::new(SessionBlocks::of(&compiled)), false),
             Some(b) => {
@@ -144,8 +147,8 @@ impl Views {
             }
         }
         // Weighed again with what it now holds (unless a newer version took the place meanwhile).
-        if kept && self.blocks.get(&session.0).is_none_or(|b| b.version <= version) {
-            self.blocks.insert(session.0, placed);
+        if kept && self.blocks.get(&key).is_none_or(|b| b.version <= version) {
+            self.blocks.insert(key, placed);
         }
         Ok(out.into_iter().flatten().collect())
     }

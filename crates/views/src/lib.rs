@@ -66,9 +66,10 @@ impl Default for ViewsConfig {
 pub struct Views {
     store: Store,
     /// Async, so that concurrent misses of one version share a single compile.
-    cache: moka::future::Cache<(Uuid, u64), Arc<CompiledSession>>,
+    /// (namespace, session, version): session ids are unique per namespace only.
+    cache: moka::future::Cache<(Uuid, Uuid, u64), Arc<CompiledSession>>,
     /// Imported sessions never change: found by id alone, without asking the database.
-    read_only: moka::future::Cache<Uuid, Arc<CompiledSession>>,
+    read_only: moka::future::Cache<(Uuid, Uuid), Arc<CompiledSession>>,
     exports: source::Exports,
     blocks: blocks::BlockCache,
     /// Stores compiled sessions' line maps in the background.
@@ -202,9 +203,9 @@ impl Views {
     async fn remember(&self, compiled: Arc<CompiledSession>) {
         let s = &compiled.session;
         if compiled.is_imported() {
-            self.read_only.insert(s.id, compiled).await;
+            self.read_only.insert((s.namespace_id, s.id), compiled).await;
         } else {
-            self.cache.insert((s.id, s.event_count), compiled).await;
+            self.cache.insert((s.namespace_id, s.id, s.event_count), compiled).await;
         }
     }
 
@@ -217,8 +218,7 @@ impl Views {
         head: Option<u64>,
     ) -> Result<Arc<CompiledSession>, ViewError> {
         if let Some(head) = head
-            && let Some(hit) = self.cache.get(&(session.0, head)).await
-            && hit.session.namespace_id == ns.0
+            && let Some(hit) = self.cache.get(&(ns.0, session.0, head)).await
         {
             self.stats.hit();
             return Ok(hit);
@@ -240,9 +240,7 @@ impl Views {
         ns: NamespaceId,
         session: SessionId,
     ) -> Result<Result<Arc<CompiledSession>, Session>, ViewError> {
-        if let Some(hit) = self.read_only.get(&session.0).await
-            && hit.session.namespace_id == ns.0
-        {
+        if let Some(hit) = self.read_only.get(&(ns.0, session.0)).await {
             self.stats.hit();
             return Ok(Ok(hit));
         }
@@ -255,9 +253,9 @@ impl Views {
 
     /// The version of a session its row names, if it is compiled here.
     async fn cached(&self, row: &Session) -> Option<Arc<CompiledSession>> {
-        let hit = match self.read_only.get(&row.id).await {
-            Some(hit) if hit.session.namespace_id == row.namespace_id => Some(hit),
-            _ => self.cache.get(&(row.id, row.event_count)).await,
+        let hit = match self.read_only.get(&(row.namespace_id, row.id)).await {
+            Some(hit) => Some(hit),
+            None => self.cache.get(&(row.namespace_id, row.id, row.event_count)).await,
         };
         if hit.is_some() {
             self.stats.hit();
@@ -267,7 +265,7 @@ impl Views {
 
     /// Compiles the version of a session its row names (once, however many ask at a time).
     async fn compile_row(&self, ns: NamespaceId, row: Session) -> Result<Arc<CompiledSession>, ViewError> {
-        let key = (row.id, row.event_count);
+        let key = (row.namespace_id, row.id, row.event_count);
         self.stats.misses.fetch_add(1, Ordering::Relaxed);
         let imported = row.source.is_some();
         let compiled = self

@@ -155,7 +155,7 @@ impl Views {
 
     /// Whether a session is an imported trace (read-only: its lines never move).
     async fn is_imported(&self, ns: NamespaceId, session: SessionId) -> Result<bool, ViewError> {
-        if self.read_only.contains_key(&session.0) {
+        if self.read_only.contains_key(&(ns.0, session.0)) {
             return Ok(true);
         }
         Ok(self.store.session(ns.0, session.0).await?.source.is_some())
