@@ -69,16 +69,7 @@ async fn victim(srv: &TestServer, a: &Client) -> Victim {
         .await
         .unwrap()
         .report_id;
-    let pack = a
-        .build_pack(pb::BuildPackRequest {
-            session_id: session.clone(),
-            user_message: format!("what about {SECRET}?"),
-            budgets: Some(crate::packs::budgets(800, 800)),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .pack_id;
+    let pack = a.build_pack(pack_request(&session, format!("what about {SECRET}?"))).await.unwrap().pack_id;
     let manifest = a
         .compact(pb::CompactRequest {
             session_id: session.clone(),
@@ -142,6 +133,23 @@ fn clean<T: std::fmt::Debug>(what: &str, r: &Result<T, ClientError>, v: &Victim)
     assert!(!shown.contains(SECRET), "{what}: leaks A's text: {shown}");
     for id in [&v.event, &v.pack, &v.manifest, &v.fact] {
         assert!(!shown.contains(id.as_str()), "{what}: leaks A's id {id}: {shown}");
+    }
+}
+
+/// A session's full view, as text.
+async fn full_view(c: &Client, session: &str) -> Result<String, ClientError> {
+    let req =
+        pb::CompileViewRequest { session_id: session.into(), view: pb::ViewKind::Full as i32, ..Default::default() };
+    c.compile_view(req).await.map(|view| String::from_utf8_lossy(&view.text).into_owned())
+}
+
+/// A pack for `question` on `session`, with small retrieval and tail budgets.
+fn pack_request(session: &str, question: String) -> pb::BuildPackRequest {
+    pb::BuildPackRequest {
+        session_id: session.into(),
+        user_message: question,
+        budgets: Some(crate::packs::budgets(800, 800)),
+        ..Default::default()
     }
 }
 
@@ -436,11 +444,7 @@ async fn a_hostile_tenant_gets_nothing_of_another_through_any_rpc() {
     // path (store, caches of compiled views and their blocks, index, memory, packs) keeps the
     // two apart. A's compile of its version 6 is cached first, and B's session is brought to
     // version 6 too, so a cache keyed by session and version alone would hand B A's view.
-    let a_view = a
-        .compile_view(pb::CompileViewRequest { session_id: s(), view: pb::ViewKind::Full as i32, ..Default::default() })
-        .await
-        .unwrap();
-    assert!(String::from_utf8_lossy(&a_view.text).contains(SECRET), "A's own view");
+    assert!(full_view(&a, &s()).await.unwrap().contains(SECRET), "A's own view");
     let same_id = b
         .create_session(pb::CreateSessionRequest { agent_id: "b".into(), session_id: s(), ..Default::default() })
         .await
@@ -451,10 +455,7 @@ async fn a_hostile_tenant_gets_nothing_of_another_through_any_rpc() {
     let b_events: Vec<_> = (0..6).map(|i| ev("user_message", &format!("{b_text} turn {i}"))).collect();
     let appended = b.append_events(&s(), b_events, None).await.unwrap();
     assert_eq!((appended.first_seq, appended.last_seq), (1, 6), "B's seqs start at 1 in B's session");
-    let b_view = b
-        .compile_view(pb::CompileViewRequest { session_id: s(), view: pb::ViewKind::Full as i32, ..Default::default() })
-        .await
-        .map(|view| String::from_utf8_lossy(&view.text).into_owned());
+    let b_view = full_view(&b, &s()).await;
     clean("CompileView of B's session under A's id", &b_view, &v);
     assert!(b_view.as_ref().is_ok_and(|t| t.contains(b_text)), "B sees its own view: {b_view:?}");
     let b_lines =
@@ -464,14 +465,7 @@ async fn a_hostile_tenant_gets_nothing_of_another_through_any_rpc() {
     let b_events = b.get_events(pb::GetEventsRequest { session_id: s(), ..Default::default() }).await;
     clean("GetEvents of B's session under A's id", &b_events, &v);
     assert_eq!(b_events.unwrap().events.len(), 6);
-    let b_pack = b
-        .build_pack(pb::BuildPackRequest {
-            session_id: s(),
-            user_message: format!("what about {b_text} and the deploy password hint?"),
-            budgets: Some(crate::packs::budgets(800, 800)),
-            ..Default::default()
-        })
-        .await;
+    let b_pack = b.build_pack(pack_request(&s(), format!("what about {b_text} and the deploy password hint?"))).await;
     clean("BuildPack on B's session under A's id", &b_pack, &v);
     assert!(format!("{b_pack:?}").contains(b_text), "{b_pack:?}");
     let b_snapshot = b.build_snapshot(pb::BuildSnapshotRequest { session_id: s(), ..Default::default() }).await;
@@ -497,23 +491,11 @@ async fn a_hostile_tenant_gets_nothing_of_another_through_any_rpc() {
     let a_session = a.get_session(&v.session).await.unwrap();
     assert_eq!(a_session.event_count, 6, "A's five events and its report");
     assert_eq!(a_session.agent_id, "victim-agent");
-    let a_view = a
-        .compile_view(pb::CompileViewRequest { session_id: s(), view: pb::ViewKind::Full as i32, ..Default::default() })
-        .await
-        .unwrap();
-    let a_view = String::from_utf8_lossy(&a_view.text);
+    let a_view = full_view(&a, &s()).await.unwrap();
     assert!(a_view.contains(SECRET) && !a_view.contains(b_text), "A's view is A's: {a_view}");
     let a_events = a.get_events(pb::GetEventsRequest { session_id: s(), ..Default::default() }).await.unwrap();
     assert!(a_events.events.iter().all(|e| !e.content.contains(b_text)), "A's events are A's");
-    let a_pack = a
-        .build_pack(pb::BuildPackRequest {
-            session_id: s(),
-            user_message: format!("what about {SECRET} and the marmot?"),
-            budgets: Some(crate::packs::budgets(800, 800)),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let a_pack = a.build_pack(pack_request(&s(), format!("what about {SECRET} and the marmot?"))).await.unwrap();
     assert!(!format!("{a_pack:?}").contains(b_text), "A's pack has nothing of B's: {a_pack:?}");
     assert!(a.get_task_state(&v.task, 0).await.unwrap().state.unwrap().goals[0].contains(SECRET));
 }

@@ -75,9 +75,10 @@ impl ContextEngine {
             if e.tool_name.is_none()
                 && let Some(call) = &e.tool_call_id
             {
-                let key = (e.session_id, call.clone());
-                if self.tool_names.get(&(namespace_id, key.0, key.1.clone())).is_none() && !wanted.contains(&key) {
-                    wanted.push(key);
+                // One allocation per call: the cache key is moved into `wanted` on a miss.
+                let key = (namespace_id, e.session_id, call.clone());
+                if self.tool_names.get(&key).is_none() && !wanted.iter().any(|(s, c)| *s == key.1 && *c == key.2) {
+                    wanted.push((key.1, key.2));
                 }
             }
         }
