@@ -330,6 +330,35 @@ async fn blocks_carried_to_a_new_version_are_those_placed_from_scratch() {
     assert!(kept.stats().blocks_carried() > 0, "later versions took over earlier blocks");
 }
 
+/// A live session's next version resumes the compiler its last version kept (taken out of the
+/// cache, not copied): turn after turn, each version's full view is the one a server that never
+/// saw the earlier versions compiles.
+#[tokio::test]
+async fn resumed_versions_compile_as_from_scratch() {
+    use memex_event::{NamespaceId, SessionId};
+    let srv = server_or_skip!();
+    let mut f = fixture(&srv, "resumed").await;
+    let ns = NamespaceId(srv.store.namespace("resumed").await.unwrap().id);
+    let session = SessionId(f.session.parse().unwrap());
+    let kept = memex_views::Views::new(srv.store.clone(), &memex_views::ViewsConfig::default());
+    let full = |c: &memex_views::CompiledSession| c.full_view(0).expect("one chain");
+    let turns: Vec<Vec<pb::EventInput>> = vec![
+        vec![ev("user_message", "fix the parser"), ev("assistant_message", "looking at it")],
+        vec![call("c1")],
+        vec![result("c1", "src/parser.rs\nsrc/lexer.rs")],
+        vec![ev("assistant_message", "the lexer drops a bracket"), call("c2"), result("c2", "1 failed")],
+        vec![ev("user_message", "and the tests?")],
+    ];
+    for (turn, events) in turns.into_iter().enumerate() {
+        f.append(events).await.unwrap();
+        let resumed = kept.compiled(ns, session).await.unwrap();
+        let scratch = memex_views::Views::new(srv.store.clone(), &memex_views::ViewsConfig::default());
+        let want = scratch.compiled(ns, session).await.unwrap();
+        assert_eq!(resumed.version(), want.version(), "turn {turn}");
+        assert_eq!(full(&resumed), full(&want), "turn {turn}");
+    }
+}
+
 /// Waits (a bounded time) until `views` has stored `n` line maps in the background.
 async fn maps_written(views: &memex_views::Views, n: u64) {
     for _ in 0..200 {

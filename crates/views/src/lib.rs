@@ -282,7 +282,13 @@ impl Views {
     /// A session's trace through the VCC compiler: its own span, the cost a cache miss pays.
     #[tracing::instrument(name = "vcc.compile", level = "debug", skip_all, fields(memex.session_id = %session.id, memex.events = session.event_count))]
     async fn compile(&self, ns: NamespaceId, session: Session) -> Result<CompiledSession, ViewError> {
-        let trace = source::compile(&self.store, &self.exports, ns.0, &session).await?;
+        let (trace, resumed) = source::compile(&self.store, &self.exports, ns.0, &session).await?;
+        if let Some(earlier) = resumed.filter(|v| *v < session.event_count) {
+            // Superseded: nothing asks for an earlier version by key again (a stale head falls
+            // back to the row's version), so its bytes need not crowd out other sessions'. In
+            // an agent loop each turn is a new version, and these were most of the cache.
+            self.cache.invalidate(&(ns.0, session.id, earlier)).await;
+        }
         Ok(CompiledSession::new(session, trace))
     }
 

@@ -9,10 +9,27 @@ use uuid::Uuid;
 use crate::ViewError;
 
 /// A live session's compiler after its events 1..=`count` (as memex-event JSON lines), not
-/// finished: the next version resumes a clone of it with the events it adds.
+/// finished: the next version takes it and resumes with the events it adds.
 pub(crate) struct Export {
     count: u64,
-    compiler: Compiler,
+    /// Taken (left `None`) by the compile of the next version, which keeps a new export: the
+    /// common case, an agent loop's turn after turn, then clones the session's state once, not
+    /// twice. A second compile of the same version (rare) finds it taken and starts afresh.
+    compiler: std::sync::Mutex<Option<Compiler>>,
+    /// The compiler's weight, fixed when kept.
+    weight: u32,
+}
+
+impl Export {
+    fn new(count: u64, compiler: Compiler) -> Export {
+        let weight = u32::try_from(compiler.size_bytes() + 64).unwrap_or(u32::MAX);
+        Export { count, compiler: std::sync::Mutex::new(Some(compiler)), weight }
+    }
+
+    fn take(&self) -> Option<Compiler> {
+        // A compile that panicked while holding the lock left nothing half-done in it.
+        self.compiler.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
+    }
 }
 
 /// (namespace, live session) → its newest compiler. Events never change, so a newer version
@@ -22,20 +39,18 @@ pub(crate) struct Export {
 pub(crate) type Exports = moka::sync::Cache<(Uuid, Uuid), Arc<Export>>;
 
 pub(crate) fn exports(max_bytes: u64) -> Exports {
-    moka::sync::Cache::builder()
-        .max_capacity(max_bytes)
-        .weigher(|_, e: &Arc<Export>| u32::try_from(e.compiler.size_bytes() + 64).unwrap_or(u32::MAX))
-        .build()
+    moka::sync::Cache::builder().max_capacity(max_bytes).weigher(|_, e: &Arc<Export>| e.weight).build()
 }
 
 /// Compiles a session's current version: an imported trace from its raw file, a live session
-/// from its events, resuming the kept compiler of an earlier version when there is one.
+/// from its events, resuming the kept compiler of an earlier version when there is one. Also
+/// returns the version it resumed from.
 pub(crate) async fn compile(
     store: &Store,
     exports: &Exports,
     ns: Uuid,
     session: &Session,
-) -> Result<CompiledTrace, ViewError> {
+) -> Result<(CompiledTrace, Option<u64>), ViewError> {
     let uncompilable = |e: memex_vcc::CompileError| ViewError::Uncompilable {
         session: memex_event::SessionId(session.id),
         message: e.to_string(),
@@ -47,11 +62,15 @@ pub(crate) async fn compile(
         let bytes = artifact.bytes;
         return blocking(move || memex_vcc::compile_trace(&bytes, &stem, CompileOptions { format, strict: false }))
             .await?
+            .map(|trace| (trace, None))
             .map_err(uncompilable);
     }
     let key = (ns, session.id);
-    let kept = exports.get(&key).filter(|e| e.count <= session.event_count);
-    let from = kept.as_ref().map_or(1, |e| e.count + 1);
+    // The kept compiler of an earlier version, taken out of its export (a compile of an older
+    // version than the kept one, from a stale row, starts afresh and leaves it).
+    let kept = exports.get(&key).filter(|e| e.count <= session.event_count).and_then(|e| Some((e.count, e.take()?)));
+    let resumed = kept.as_ref().map(|(count, _)| *count);
+    let from = resumed.map_or(1, |count| count + 1);
     let mut added = Vec::new();
     let mut token: Option<String> = None;
     let range = SeqRange { from, to: Some(session.event_count) };
@@ -70,7 +89,7 @@ pub(crate) async fn compile(
     let count = session.event_count;
     let (compiler, trace) = blocking(move || {
         let mut compiler = match kept {
-            Some(e) => e.compiler.clone(),
+            Some((_, compiler)) => compiler,
             None => Compiler::new(stem, CompileOptions { format: InputFormat::Memex, strict: false }),
         };
         compiler.push(&added);
@@ -79,10 +98,10 @@ pub(crate) async fn compile(
     })
     .await?;
     // Keep the newest compiler (a slower compile of an older version must not replace it).
-    if exports.get(&key).is_none_or(|e| e.count < count) {
-        exports.insert(key, Arc::new(Export { count, compiler }));
+    if exports.get(&key).is_none_or(|e| e.count <= count) {
+        exports.insert(key, Arc::new(Export::new(count, compiler)));
     }
-    trace.map_err(uncompilable)
+    trace.map(|trace| (trace, resumed)).map_err(uncompilable)
 }
 
 /// Runs a compile on the blocking pool: it is CPU work of the session's size.

@@ -64,7 +64,7 @@ pub struct PackArgs {
     #[arg(long)]
     pub fresh_sessions: bool,
     /// With --fresh-sessions: the events each new session is seeded with, the first N of a real
-    /// trajectory at least N long [default: 200].
+    /// trajectory at least N long, or of consecutive trajectories when none is [default: 200].
     #[arg(long, value_name = "N")]
     pub seed_events: Option<usize>,
     /// Spread the requests at random over this many sessions of the corpus, as a fleet does (0:

@@ -4,7 +4,8 @@
 //! With `--fresh-sessions` (agent loop only), a run creates one new session per worker in the
 //! corpus namespace and seeds it, before the warm-up and unmeasured, with the first
 //! `--seed-events` events of a real trajectory: worker w gets the (w mod n)-th of the n
-//! trajectories at least that long, in file order. Every run then starts from the same session
+//! trajectories at least that long, in file order (or, past the longest, a chain of consecutive
+//! ones: [`seed_choice`]). Every run then starts from the same session
 //! lengths and contents; without it, `--append` lengthens the corpus's own sessions run after run.
 use std::time::{Duration, Instant};
 
@@ -96,13 +97,59 @@ pub(crate) fn check_args(append: bool, fresh_sessions: bool, seed_events: Option
     Ok(())
 }
 
-/// Which trajectory (an index into `lengths`, their event counts) each of `workers` fresh
-/// sessions is seeded from: among those with at least `events` events, in order, worker w gets
-/// the (w mod their number)-th. None when none is that long.
-pub(crate) fn seed_choice(lengths: &[usize], events: usize, workers: usize) -> Option<Vec<usize>> {
+/// Which trajectories (indices into `lengths`, their event counts) each of `workers` fresh
+/// sessions is seeded from. Among those with at least `events` events, in order, worker w gets
+/// the (w mod their number)-th. When none is that long, worker w's session chains trajectories
+/// w mod n, w+1 mod n, … until it has `events` events: an agent taking task after task in one
+/// long session. None when all of them together are shorter.
+pub(crate) fn seed_choice(lengths: &[usize], events: usize, workers: usize) -> Option<Vec<Vec<usize>>> {
     let long_enough: Vec<usize> = lengths.iter().enumerate().filter(|(_, n)| **n >= events).map(|(i, _)| i).collect();
-    (!long_enough.is_empty()).then(|| (0..workers).map(|w| long_enough[w % long_enough.len()]).collect())
+    if !long_enough.is_empty() {
+        return Some((0..workers).map(|w| vec![long_enough[w % long_enough.len()]]).collect());
+    }
+    if lengths.iter().sum::<usize>() < events {
+        return None;
+    }
+    let n = lengths.len();
+    let chain = |w: usize| {
+        let (mut out, mut total) = (Vec::new(), 0);
+        for i in (0..n).map(|k| (w + k) % n) {
+            if total >= events {
+                break;
+            }
+            out.push(i);
+            total += lengths[i];
+        }
+        out
+    };
+    Some((0..workers).map(chain).collect())
 }
+
+/// The first `events` events of the trajectories `chain`, in turn. In a chain of more than one,
+/// each trajectory's call ids get its index as a prefix, so that a result names its own call.
+pub(crate) fn seed_events(
+    trajectories: &[super::traces::Trajectory],
+    chain: &[usize],
+    events: usize,
+) -> Vec<TraceEvent> {
+    let mut out = Vec::with_capacity(events);
+    for &i in chain {
+        for e in &trajectories[i].events {
+            if out.len() == events {
+                return out;
+            }
+            let mut e = e.clone();
+            if chain.len() > 1 {
+                e.tool_call_id = e.tool_call_id.map(|id| format!("t{i}-{id}"));
+            }
+            out.push(e);
+        }
+    }
+    out
+}
+
+/// Events a seeding append carries at most: long seeds go in several batches.
+const SEED_BATCH: usize = 2_000;
 
 /// Background work behind the appends, which a run may wait for.
 #[derive(Debug, Clone, Copy)]
@@ -164,9 +211,9 @@ pub(crate) async fn fresh_sessions(
     let lengths: Vec<usize> = trajectories.iter().map(|t| t.events.len()).collect();
     let choice = seed_choice(&lengths, events, args.workers).with_context(|| {
         format!(
-            "--seed-events {events}: no trajectory in {} is that long (the longest has {} events)",
+            "--seed-events {events}: the trajectories in {} hold only {} events in all",
             args.traces.display(),
-            lengths.iter().max().copied().unwrap_or(0)
+            lengths.iter().sum::<usize>()
         )
     })?;
     let mut before = Vec::new();
@@ -178,8 +225,8 @@ pub(crate) async fn fresh_sessions(
     let (mut sessions, mut appends) = (clients.sessions, clients.events);
     let (_, mut tasks) = super::bench::context_clients(conn).await?;
     let mut out = Vec::with_capacity(choice.len());
-    for (w, &i) in choice.iter().enumerate() {
-        let t = &trajectories[i];
+    for (w, chain) in choice.iter().enumerate() {
+        let t = &trajectories[chain[0]];
         // Not `packbench-…`: the corpus's sessions (`corpus_sessions`) must not include these.
         let id = format!("packloop-{run}-{w}");
         let session = sessions
@@ -204,12 +251,12 @@ pub(crate) async fn fresh_sessions(
                 ..Default::default()
             })
             .await?;
-        if events > 0 {
+        for batch in seed_events(&trajectories, chain, events).chunks(SEED_BATCH) {
             appends
                 .append_events(pb::AppendEventsRequest {
                     namespace: conn.namespace.clone(),
                     session_id: session.clone(),
-                    events: t.events[..events].iter().map(TraceEvent::input).collect(),
+                    events: batch.iter().map(TraceEvent::input).collect(),
                     idempotency_key: String::new(),
                 })
                 .await
@@ -217,11 +264,11 @@ pub(crate) async fn fresh_sessions(
         }
         out.push(session);
     }
-    let mut distinct = choice.clone();
+    let mut distinct: Vec<usize> = choice.iter().flatten().copied().collect();
     distinct.sort_unstable();
     distinct.dedup();
     println!(
-        "pack: {} fresh sessions (run {run}), each seeded with the first {events} events of a trajectory ({} distinct) in {:.1} s",
+        "pack: {} fresh sessions (run {run}), each seeded with the first {events} events of a trajectory or a chain ({} distinct trajectories) in {:.1} s",
         out.len(),
         distinct.len(),
         started.elapsed().as_secs_f64()
@@ -279,10 +326,29 @@ mod tests {
     #[test]
     fn fresh_sessions_get_long_enough_trajectories_deterministically() {
         let lengths = [50, 250, 10, 300, 200];
-        assert_eq!(seed_choice(&lengths, 200, 5), Some(vec![1, 3, 4, 1, 3]));
+        let one = |v: &[usize]| v.iter().map(|&i| vec![i]).collect::<Vec<_>>();
+        assert_eq!(seed_choice(&lengths, 200, 5), Some(one(&[1, 3, 4, 1, 3])));
         assert_eq!(seed_choice(&lengths, 200, 5), seed_choice(&lengths, 200, 5));
-        assert_eq!(seed_choice(&lengths, 0, 3), Some(vec![0, 1, 2]));
-        assert_eq!(seed_choice(&lengths, 301, 2), None);
+        assert_eq!(seed_choice(&lengths, 0, 3), Some(one(&[0, 1, 2])));
+        // Longer than any: chained from the worker's own, wrapping round.
+        assert_eq!(seed_choice(&lengths, 301, 2), Some(vec![vec![0, 1, 2], vec![1, 2, 3]]));
+        assert_eq!(seed_choice(&lengths, 800, 1), Some(vec![vec![0, 1, 2, 3, 4]]));
+        assert_eq!(seed_choice(&lengths, 811, 1), None);
+    }
+
+    #[test]
+    fn chained_seeds_keep_each_result_with_its_own_call() {
+        use super::super::traces::Trajectory;
+        let t = |name: &str| Trajectory {
+            instance_id: name.into(),
+            events: vec![TraceEvent::call("call_1", "ls"), TraceEvent::result("call_1", "a.py")],
+        };
+        let ts = [t("a"), t("b")];
+        let one = seed_events(&ts, &[1], 2);
+        assert_eq!(one[0].tool_call_id.as_deref(), Some("call_1"), "a single trajectory keeps its ids");
+        let chained = seed_events(&ts, &[1, 0], 3);
+        let ids: Vec<_> = chained.iter().map(|e| e.tool_call_id.as_deref().unwrap_or("")).collect();
+        assert_eq!(ids, ["t1-call_1", "t1-call_1", "t0-call_1"]);
     }
 
     #[test]
