@@ -7,8 +7,65 @@ use std::process::ExitCode;
 /// mimalloc rather than glibc's malloc: a pack allocates and frees thousands of strings (event
 /// texts, view lines) across worker threads, and glibc's arenas spent a quarter of the server's
 /// CPU on it (`memex-bench pack`, see CHANGELOG).
+#[cfg(not(feature = "heap-count"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// A diagnostic build (`--features heap-count`): mimalloc behind a count of the bytes live in the
+/// heap, printed to stderr every 10 s, to tell the heap the process holds from what the allocator
+/// keeps beside it (RSS). An atomic add per allocation: never in a default build.
+#[cfg(feature = "heap-count")]
+mod heap_count {
+    #![allow(unsafe_code)] // GlobalAlloc is an unsafe trait; every call goes on to mimalloc's.
+    use std::alloc::{GlobalAlloc, Layout};
+    use std::sync::atomic::{AtomicIsize, Ordering};
+
+    pub struct Counting;
+    static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+            unsafe { mimalloc::MiMalloc.alloc(layout) }
+        }
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+            unsafe { mimalloc::MiMalloc.alloc_zeroed(layout) }
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+            unsafe { mimalloc::MiMalloc.dealloc(ptr, layout) }
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+            unsafe { mimalloc::MiMalloc.realloc(ptr, layout, new_size) }
+        }
+    }
+
+    #[global_allocator]
+    static GLOBAL: Counting = Counting;
+
+    /// Prints the live heap every 10 s, beside the process's RSS from `/proc`.
+    pub fn report() {
+        std::thread::spawn(|| {
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(10));
+                let rss_kb = std::fs::read_to_string("/proc/self/status")
+                    .ok()
+                    .and_then(|s| {
+                        let line = s.lines().find(|l| l.starts_with("VmRSS:"))?.to_owned();
+                        line.split_whitespace().nth(1)?.parse::<u64>().ok()
+                    })
+                    .unwrap_or(0);
+                eprintln!(
+                    "heap-count: live {} MiB, rss {} MiB",
+                    LIVE.load(Ordering::Relaxed) / (1 << 20),
+                    rss_kb / 1024
+                );
+            }
+        });
+    }
+}
 
 #[derive(Parser)]
 #[command(name = "memex", version, about = "Context management for fleets of LLM agents", after_help = cmd::exit::HELP)]
@@ -113,6 +170,10 @@ fn main() -> ExitCode {
     // Before any thread starts: see memex_server::allocator.
     memex_server::allocator::keep_freed_memory();
     let cli = Cli::parse();
+    #[cfg(feature = "heap-count")]
+    if matches!(cli.command, Command::Serve(_)) {
+        heap_count::report();
+    }
     let run = |f: std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<()>>>>| {
         cmd::runtime().and_then(|rt| rt.block_on(f))
     };
