@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use memex_proto::v1 as pb;
 use memex_tests::server_or_skip;
 
-use crate::{assert_status, call, ev, fixture, result};
+use crate::{Fixture, assert_status, call, ev, fixture, result};
 
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../crates/vcc/tests/fixtures")
@@ -295,20 +295,25 @@ async fn appended_events_have_a_view_whose_earlier_lines_never_change() {
     assert_status(view(&f, r).await, tonic::Code::InvalidArgument, "predicate");
 }
 
-/// Packs place the events they cite through the views' block cache, kept per session: a new
-/// version of a live session takes over the blocks an append cannot move (those before the
-/// separator of the last section) and places the rest again. Every version's blocks, so placed,
-/// are those a cache that never saw the earlier versions gives.
-#[tokio::test]
-async fn blocks_carried_to_a_new_version_are_those_placed_from_scratch() {
-    use memex_event::{NamespaceId, Seq, SessionId};
-    use memex_pointer::FullView;
-    let srv = server_or_skip!();
-    let mut f = fixture(&srv, "carried").await;
-    let ns = NamespaceId(srv.store.namespace("carried").await.unwrap().id);
-    let session = SessionId(f.session.parse().unwrap());
-    let kept = memex_views::Views::new(srv.store.clone(), &memex_views::ViewsConfig::default());
-    let turns: Vec<Vec<pb::EventInput>> = vec![
+/// A new session of namespace `name`, with its namespace's and its own id for `memex_views`.
+async fn live_session(
+    srv: &memex_tests::TestServer,
+    name: &str,
+) -> (Fixture, memex_event::NamespaceId, memex_event::SessionId) {
+    let f = fixture(srv, name).await;
+    let ns = memex_event::NamespaceId(srv.store.namespace(name).await.unwrap().id);
+    let session = memex_event::SessionId(f.session.parse().unwrap());
+    (f, ns, session)
+}
+
+/// Views with caches of their own: what a process that never saw the session compiles.
+fn fresh_views(srv: &memex_tests::TestServer) -> memex_views::Views {
+    memex_views::Views::new(srv.store.clone(), &memex_views::ViewsConfig::default())
+}
+
+/// An agent's turns, each a version of its session: calls, results, thinking, a decision.
+fn agent_turns() -> Vec<Vec<pb::EventInput>> {
+    vec![
         vec![ev("user_message", "fix the parser"), ev("assistant_message", "looking at it")],
         vec![call("c1")],
         vec![result("c1", "src/parser.rs\nsrc/lexer.rs")],
@@ -316,14 +321,27 @@ async fn blocks_carried_to_a_new_version_are_those_placed_from_scratch() {
         vec![ev("assistant_message", "more of the same answer")],
         vec![ev("user_message", "and the tests?"), call("c2"), result("c2", "2 passed")],
         vec![ev("decision", "keep the old lexer")],
-    ];
+    ]
+}
+
+/// Packs place the events they cite through the views' block cache, kept per session: a new
+/// version of a live session takes over the blocks an append cannot move (those before the
+/// separator of the last section) and places the rest again. Every version's blocks, so placed,
+/// are those a cache that never saw the earlier versions gives.
+#[tokio::test]
+async fn blocks_carried_to_a_new_version_are_those_placed_from_scratch() {
+    use memex_event::Seq;
+    use memex_pointer::FullView;
+    let srv = server_or_skip!();
+    let (mut f, ns, session) = live_session(&srv, "carried").await;
+    let kept = fresh_views(&srv);
     let mut n = 0u64;
-    for events in turns {
+    for events in agent_turns() {
         n += events.len() as u64;
         f.append(events).await.unwrap();
         let seqs: Vec<Seq> = (1..=n).map(Seq).collect();
         let placed = kept.blocks(ns, session, Some(Seq(n)), &seqs).await.unwrap();
-        let scratch = memex_views::Views::new(srv.store.clone(), &memex_views::ViewsConfig::default());
+        let scratch = fresh_views(&srv);
         let want = scratch.blocks(ns, session, Some(Seq(n)), &seqs).await.unwrap();
         assert_eq!(placed, want, "version {n}");
     }
@@ -335,24 +353,14 @@ async fn blocks_carried_to_a_new_version_are_those_placed_from_scratch() {
 /// saw the earlier versions compiles.
 #[tokio::test]
 async fn resumed_versions_compile_as_from_scratch() {
-    use memex_event::{NamespaceId, SessionId};
     let srv = server_or_skip!();
-    let mut f = fixture(&srv, "resumed").await;
-    let ns = NamespaceId(srv.store.namespace("resumed").await.unwrap().id);
-    let session = SessionId(f.session.parse().unwrap());
-    let kept = memex_views::Views::new(srv.store.clone(), &memex_views::ViewsConfig::default());
+    let (mut f, ns, session) = live_session(&srv, "resumed").await;
+    let kept = fresh_views(&srv);
     let full = |c: &memex_views::CompiledSession| c.full_view(0).expect("one chain");
-    let turns: Vec<Vec<pb::EventInput>> = vec![
-        vec![ev("user_message", "fix the parser"), ev("assistant_message", "looking at it")],
-        vec![call("c1")],
-        vec![result("c1", "src/parser.rs\nsrc/lexer.rs")],
-        vec![ev("assistant_message", "the lexer drops a bracket"), call("c2"), result("c2", "1 failed")],
-        vec![ev("user_message", "and the tests?")],
-    ];
-    for (turn, events) in turns.into_iter().enumerate() {
+    for (turn, events) in agent_turns().into_iter().enumerate() {
         f.append(events).await.unwrap();
         let resumed = kept.compiled(ns, session).await.unwrap();
-        let scratch = memex_views::Views::new(srv.store.clone(), &memex_views::ViewsConfig::default());
+        let scratch = fresh_views(&srv);
         let want = scratch.compiled(ns, session).await.unwrap();
         assert_eq!(resumed.version(), want.version(), "turn {turn}");
         assert_eq!(full(&resumed), full(&want), "turn {turn}");
@@ -372,13 +380,11 @@ async fn maps_written(views: &memex_views::Views, n: u64) {
 
 #[tokio::test]
 async fn stored_line_maps_answer_as_a_compile_would() {
-    use memex_event::{NamespaceId, Seq, SessionId};
+    use memex_event::{Seq, SessionId};
     use memex_pointer::{FullView, Stability::Current};
     let srv = server_or_skip!();
-    let mut f = fixture(&srv, "linemaps").await;
-    let ns = NamespaceId(srv.store.namespace("linemaps").await.unwrap().id);
-    let session = SessionId(f.session.parse().unwrap());
-    let fresh = || memex_views::Views::new(srv.store.clone(), &memex_views::ViewsConfig::default());
+    let (mut f, ns, session) = live_session(&srv, "linemaps").await;
+    let fresh = || fresh_views(&srv);
     // Two turns, so that the first lies before the last section (its lines never move).
     f.append(vec![ev("user_message", "fix the parser"), ev("assistant_message", "looking at it"), call("c1")])
         .await

@@ -53,7 +53,7 @@ mod heap_count {
                 let rss_kb = std::fs::read_to_string("/proc/self/status")
                     .ok()
                     .and_then(|s| {
-                        let line = s.lines().find(|l| l.starts_with("VmRSS:"))?.to_owned();
+                        let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
                         line.split_whitespace().nth(1)?.parse::<u64>().ok()
                     })
                     .unwrap_or(0);
