@@ -46,6 +46,11 @@ impl Assembler {
         self.done.iter().chain(self.current.iter()).map(ChainBuilder::size_bytes).sum::<usize>() + 64
     }
 
+    /// What of [`Assembler::size_bytes`] is block text a snapshot's blocks share.
+    pub fn text_bytes(&self) -> usize {
+        self.done.iter().chain(self.current.iter()).map(ChainBuilder::text_bytes).sum()
+    }
+
     fn chain(&mut self) -> &mut ChainBuilder {
         self.current.get_or_insert_with(ChainBuilder::new)
     }
@@ -69,6 +74,15 @@ impl Assembler {
             .enumerate()
             .map(|(i, builder)| builder.finish(ChainFiles::new(stem, first + i, n)))
             .collect()
+    }
+
+    /// The chains [`Assembler::finish`] would give now, with the assembler left to go on (an
+    /// open assistant record stays open: the next record may continue it).
+    pub fn snapshot(&mut self, stem: &str) -> Vec<Chain> {
+        let n = self.taken + self.done.len() + usize::from(self.current.is_some());
+        let first = self.taken;
+        let builders = self.done.iter_mut().chain(self.current.iter_mut());
+        builders.enumerate().map(|(i, builder)| builder.snapshot(ChainFiles::new(stem, first + i, n))).collect()
     }
 
     /// Completed chains that can be finished now: once a second chain has started the file is

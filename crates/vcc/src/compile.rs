@@ -72,8 +72,9 @@ impl CompiledTrace {
 ///
 /// A clone resumes where the original stands: clone a compiler that has read an input's first
 /// bytes, push the rest into the clone and finish it, and the result is byte for byte what a
-/// compile of the whole input gives (`tests/resumed.rs`). A live session's next version is
-/// compiled that way from the events it adds.
+/// compile of the whole input gives (`tests/resumed.rs`). [`Compiler::snapshot`] gives the same
+/// without the clone: a live session's versions are compiled that way, each from the events it
+/// adds.
 #[derive(Clone)]
 pub struct Compiler {
     stem: String,
@@ -164,6 +165,12 @@ impl Compiler {
             + self.stem.len()
     }
 
+    /// What of [`Compiler::size_bytes`] is block text that its snapshot's blocks share, not
+    /// copy: a cache that keeps the compiler beside its snapshot counts it once.
+    pub fn text_bytes(&self) -> usize {
+        self.assembler.text_bytes()
+    }
+
     /// Consumes a batch from a [`Lexer`] (instead of [`Compiler::push`]).
     pub fn push_records(&mut self, batch: Records) {
         self.lexed_format = Some(batch.format);
@@ -178,6 +185,32 @@ impl Compiler {
             return;
         }
         self.reader.push(bytes, &mut self.assembler, &mut self.diags);
+    }
+
+    /// What [`Compiler::finish`] would return now, with the compiler left to read on: a live
+    /// session's version, resumed by the next. What no later input can change (the sections of a
+    /// chain before its open assistant record, when no tool name is still to come) is finished
+    /// once and kept, so each snapshot finishes only what was pushed since the last one and
+    /// shares its text with it. An input that ends in an unterminated line, or a document
+    /// (Gemini CLI), is complete only at its end: a clone of the compiler is finished then.
+    pub fn snapshot(&mut self) -> Result<CompiledTrace, CompileError> {
+        if !self.reader.settled() {
+            return self.clone().finish();
+        }
+        let mut diagnostics = self.diags.items.clone();
+        diagnostics.sort_by_key(|d| (d.line, d.col));
+        if self.strict
+            && let Some(first) = diagnostics.first()
+        {
+            return Err(CompileError::Strict(first.clone()));
+        }
+        Ok(CompiledTrace {
+            first_index: self.taken,
+            format: self.lexed_format.unwrap_or(self.reader.format()),
+            chains: self.assembler.snapshot(&self.stem),
+            stem: self.stem.clone(),
+            diagnostics,
+        })
     }
 
     pub fn finish(mut self) -> Result<CompiledTrace, CompileError> {

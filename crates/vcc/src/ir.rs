@@ -9,6 +9,8 @@
 //! always a physical line, except that a header or label built from an input string containing
 //! `\n` (a tool name, a media type) stays one logical line, exactly as in the reference.
 
+use std::sync::Arc;
+
 use memex_pointer::LineRange;
 use serde::Serialize;
 
@@ -147,13 +149,14 @@ pub(crate) fn short_id(id: &str) -> &str {
     }
 }
 
-/// A block's body: the lines of its searchable node.
+/// A block's body: the lines of its searchable node. Shared, not copied, by the versions of a
+/// live session that hold the block (a resumed compile hands out the same text again).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Body {
     /// `text.split('\n')`, stored joined.
-    Lines(String),
+    Lines(Arc<str>),
     /// Exactly one logical line.
-    Line(String),
+    Line(Arc<str>),
     /// No body node (a tool call whose input is empty).
     Empty,
 }
@@ -184,11 +187,20 @@ impl Body {
         }
     }
 
+    /// What its text takes on the heap (with the `Arc`'s two counters).
     pub(crate) fn heap_bytes(&self) -> usize {
         match self {
-            Body::Lines(s) | Body::Line(s) => s.capacity(),
+            Body::Lines(s) | Body::Line(s) => s.len() + 2 * std::mem::size_of::<usize>(),
             Body::Empty => 0,
         }
+    }
+
+    pub(crate) fn text(text: impl Into<Arc<str>>) -> Body {
+        Body::Lines(text.into())
+    }
+
+    pub(crate) fn one(text: impl Into<Arc<str>>) -> Body {
+        Body::Line(text.into())
     }
 }
 
@@ -262,11 +274,11 @@ impl Block {
 #[derive(Debug, Clone)]
 pub struct Section {
     pub(crate) role: SectionRole,
-    pub(crate) header: String,
+    pub(crate) header: Arc<str>,
     pub(crate) blocks: std::ops::Range<u32>,
     pub(crate) header_line: u32,
     pub(crate) last_line: u32,
-    pub(crate) timestamp: Option<String>,
+    pub(crate) timestamp: Option<Arc<str>>,
 }
 
 impl Section {
@@ -287,6 +299,12 @@ impl Section {
     /// The input record's timestamp, when it had one.
     pub fn timestamp(&self) -> Option<&str> {
         self.timestamp.as_deref()
+    }
+
+    /// Its header's and timestamp's heap bytes (each with the `Arc`'s two counters).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        let counters = 2 * std::mem::size_of::<usize>();
+        self.header.len() + counters + self.timestamp.as_ref().map_or(0, |t| t.len() + counters)
     }
 }
 
@@ -359,48 +377,49 @@ impl Chain {
     /// (`tests/sizes.rs` holds it to what the allocator hands out).
     pub fn size_bytes(&self) -> usize {
         let blocks = vec_bytes(&self.blocks, |b| b.body.heap_bytes() + b.kind.heap_bytes());
-        let sections =
-            vec_bytes(&self.sections, |s| s.header.capacity() + s.timestamp.as_ref().map_or(0, String::capacity));
+        let sections = vec_bytes(&self.sections, Section::heap_bytes);
         let media = vec_bytes(&self.media, |m| m.bytes.capacity() + m.name.capacity());
         let footer = self.footer.as_ref().map_or(0, |f| vec_bytes(f, String::capacity));
         let n = &self.names;
         let names = n.full.capacity() + n.ui.capacity() + n.adaptive.capacity() + n.prefix.capacity();
         std::mem::size_of::<Chain>() + blocks + sections + media + footer + names
     }
+}
 
-    /// The one line-assignment pass (see the module docs). Blocks are laid out as in the full
-    /// view: separator (2 lines) before every section but the first, header + empty line, blocks
-    /// separated by one empty line, a trailing empty line at the end.
-    pub(crate) fn assign_lines(&mut self) {
-        let mut line = 1u32;
-        for (i, section) in self.sections.iter_mut().enumerate() {
-            if i > 0 {
-                line += 2;
-            }
-            section.header_line = line;
+/// The one line-assignment pass (see the module docs), for `sections`: the sections of a chain from index `first` on, whose first line
+/// (its separator, unless it is the chain's first section) is `line`; `blocks` are all the chain's
+/// blocks. Returns the line after the last section. Blocks are laid out as in the full view:
+/// separator (2 lines) before every section but the first, header + empty line, blocks separated
+/// by one empty line, a trailing empty line at the end. Lines depend only on what comes before,
+/// so a resumed compile assigns the sections it adds and keeps the earlier ones.
+pub(crate) fn assign_lines(sections: &mut [Section], blocks: &mut [Block], first: usize, mut line: u32) -> u32 {
+    for (i, section) in sections.iter_mut().enumerate() {
+        if first + i > 0 {
             line += 2;
-            let mut last = line - 1;
-            for (j, block) in self.blocks[section.block_indices()].iter_mut().enumerate() {
-                if j > 0 {
-                    line += 1;
-                }
-                block.first_line = line;
-                let delimited = block.kind.delimiters().is_some();
-                if delimited {
-                    line += 1;
-                }
-                block.body_start = line;
-                line += block.body.line_count();
-                if delimited {
-                    line += 1;
-                }
-                block.last_line = line - 1;
-                last = line - 1;
-            }
-            section.last_line = last;
         }
-        self.body_lines = line;
+        section.header_line = line;
+        line += 2;
+        let mut last = line - 1;
+        for (j, block) in blocks[section.block_indices()].iter_mut().enumerate() {
+            if j > 0 {
+                line += 1;
+            }
+            block.first_line = line;
+            let delimited = block.kind.delimiters().is_some();
+            if delimited {
+                line += 1;
+            }
+            block.body_start = line;
+            line += block.body.line_count();
+            if delimited {
+                line += 1;
+            }
+            block.last_line = line - 1;
+            last = line - 1;
+        }
+        section.last_line = last;
     }
+    line
 }
 
 /// Approximate heap size of a vector: its buffer by capacity, and what each item holds (`heap`).

@@ -19,24 +19,35 @@ fn dump(t: &CompiledTrace) -> String {
 
 /// Compiles `bytes` as versions ending at each of `cuts` (increasing) and at the end, each by
 /// resuming the previous version's compiler, and checks every version against a compile from
-/// scratch of the same prefix.
+/// scratch of the same prefix. The same versions as snapshots of one compiler that reads on
+/// (what a live session does) must be the same too, and so must its finish after them.
 fn check_versions(bytes: &[u8], cuts: &[usize], format: InputFormat) {
     let opts = CompileOptions { format, strict: false };
     let mut kept = Compiler::new("s", opts);
+    let mut live = Compiler::new("s", opts);
     let mut from = 0;
     for &cut in cuts.iter().chain(std::iter::once(&bytes.len())) {
         let cut = cut.clamp(from, bytes.len());
         let mut next = kept.clone();
         next.push(&bytes[from..cut]);
         let resumed = next.clone().finish().unwrap();
-        let scratch = compile_trace(&bytes[..cut], "s", opts).unwrap();
-        assert_eq!(dump(&resumed), dump(&scratch), "version ending at byte {cut} of {}", bytes.len());
+        let scratch = dump(&compile_trace(&bytes[..cut], "s", opts).unwrap());
+        assert_eq!(dump(&resumed), scratch, "version ending at byte {cut} of {}", bytes.len());
+        live.push(&bytes[from..cut]);
+        assert_eq!(dump(&live.snapshot().unwrap()), scratch, "snapshot at byte {cut} of {}", bytes.len());
+        // A second snapshot of the same version takes all it can from the first.
+        assert_eq!(dump(&live.snapshot().unwrap()), scratch, "second snapshot at byte {cut}");
         // The version it resumed from still finishes as it did.
         let earlier = kept.finish().unwrap();
         assert_eq!(dump(&earlier), dump(&compile_trace(&bytes[..from], "s", opts).unwrap()));
         kept = next;
         from = cut;
     }
+    assert_eq!(
+        dump(&live.finish().unwrap()),
+        dump(&compile_trace(bytes, "s", opts).unwrap()),
+        "finish after snapshots"
+    );
 }
 
 /// Split points of `len` bytes: some on line starts (how a live session grows), some anywhere.
@@ -73,6 +84,29 @@ fn resuming_a_compile_of_every_real_trace_gives_the_compile_from_scratch() {
         }
     }
     assert!(checked >= 20, "{checked} traces");
+}
+
+/// The reference names a tool result after the chain's last call with its id, wherever that call
+/// is: a call that comes after the result renames it (and `Read` strips its line numbers). A
+/// version made before that call must not have finished the result for good.
+#[test]
+fn a_call_after_its_result_renames_it_in_later_versions() {
+    let trace = concat!(
+        r#"{"type":"assistant","uuid":"a1","message":{"id":"m1","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"ls"}}]}}"#,
+        "\n",
+        r#"{"type":"user","uuid":"u1","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"     1\u2192fn main() {}"}]}}"#,
+        "\n",
+        r#"{"type":"user","uuid":"u2","message":{"role":"user","content":"and now?"}}"#,
+        "\n",
+        r#"{"type":"assistant","uuid":"a2","message":{"id":"m2","content":[{"type":"tool_use","id":"t1","name":"Read","input":{"file_path":"a.rs"}}]}}"#,
+        "\n",
+    );
+    let bytes = trace.as_bytes();
+    let starts: Vec<usize> = bytes.iter().enumerate().filter(|(_, b)| **b == b'\n').map(|(i, _)| i + 1).collect();
+    check_versions(bytes, &starts, InputFormat::Claude);
+    let full = compile_trace(bytes, "s", CompileOptions { format: InputFormat::Claude, strict: false }).unwrap();
+    let view = full.chains()[0].full_view();
+    assert!(view.contains("[tool] Read:") && view.contains("\nfn main() {}"), "{view}");
 }
 
 #[test]

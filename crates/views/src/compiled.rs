@@ -4,7 +4,7 @@ use std::sync::OnceLock;
 
 use memex_pointer::{LineRange, ViewLines};
 use memex_store::Session;
-use memex_vcc::CompiledTrace;
+use memex_vcc::{CompiledTrace, Compiler};
 
 /// About what a session row's strings take (ids, agent, task, source, metadata).
 const SESSION_ROW_BYTES: usize = 512;
@@ -20,13 +20,28 @@ pub struct CompiledSession {
     by_source_line: OnceLock<HashMap<u32, ViewLines>>,
     /// `trace.size_bytes()`, counted once (it walks every block; weights are asked on hot paths).
     ir_bytes: usize,
+    /// A live session's compiler after this version, unfinished: the next version takes it and
+    /// reads on from it with the events it adds. Kept here, not in a cache of its own, because
+    /// the two share their text: one entry weighs it once, and is evicted as one.
+    next: std::sync::Mutex<Option<Compiler>>,
+    /// What the compiler holds beside the IR (the text they share counted in `ir_bytes`).
+    next_bytes: usize,
 }
 
 impl CompiledSession {
-    pub(crate) fn new(session: Session, trace: CompiledTrace) -> CompiledSession {
+    pub(crate) fn new(session: Session, trace: CompiledTrace, next: Option<Compiler>) -> CompiledSession {
         let full = (0..trace.chains().len()).map(|_| OnceLock::new()).collect();
         let ir_bytes = trace.size_bytes();
-        CompiledSession { session, trace, full, by_source_line: OnceLock::new(), ir_bytes }
+        let next_bytes = next.as_ref().map_or(0, |c| c.size_bytes().saturating_sub(c.text_bytes()));
+        let next = std::sync::Mutex::new(next);
+        CompiledSession { session, trace, full, by_source_line: OnceLock::new(), ir_bytes, next, next_bytes }
+    }
+
+    /// The compiler after this version, for the next version to read on from; `None` once taken
+    /// (a second compile of a later version starts afresh).
+    pub(crate) fn take_compiler(&self) -> Option<Compiler> {
+        // A compile that panicked while holding the lock left nothing half-done in it.
+        self.next.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
     }
 
     /// Whether this is an imported trace (read-only: its lines never move).
@@ -70,13 +85,15 @@ impl CompiledSession {
 
     /// What it holds, for the caches' byte caps: the IR and whichever of the rendered full views
     /// and the record → lines map have been made so far. Those are made after the compile is
-    /// cached, so whoever makes one weighs it again ([`crate::Views::reweigh`]).
+    /// cached, so whoever makes one weighs it again ([`crate::Views::reweigh`]). A live session's
+    /// kept compiler counts as made (its weight stays until the superseded version is dropped).
     pub(crate) fn weight(&self) -> u32 {
         let views: usize = self.full.iter().filter_map(OnceLock::get).map(bytes::Bytes::len).sum();
         let lines =
             self.by_source_line.get().map_or(0, |m| m.capacity() * (std::mem::size_of::<(u32, ViewLines)>() + 1));
         let own = std::mem::size_of::<Self>() + self.full.capacity() * std::mem::size_of::<OnceLock<bytes::Bytes>>();
-        u32::try_from(self.ir_bytes + views + lines + own + SESSION_ROW_BYTES).unwrap_or(u32::MAX)
+        let total = self.ir_bytes + self.next_bytes + views + lines + own + SESSION_ROW_BYTES;
+        u32::try_from(total).unwrap_or(u32::MAX)
     }
 }
 
@@ -108,7 +125,7 @@ mod tests {
             source: None,
             erased_by: None,
         };
-        let c = CompiledSession::new(session, trace);
+        let c = CompiledSession::new(session, trace, None);
         let fresh = c.weight() as usize;
         assert!(fresh >= ir && fresh < ir + 4096, "a fresh compile weighs its IR: {fresh} for {ir}");
         let view = c.full_view(0).unwrap();

@@ -13,8 +13,9 @@
 //!
 //! A session's version is its event count: an append makes a new version, so a cached compile is
 //! never stale, and old versions age out of the cache by weight. A live session's compiler is kept
-//! unfinished after its newest version, and the next version resumes a clone of it with the
-//! events it adds.
+//! unfinished after its newest version, and the next version reads on from it with the events it
+//! adds and finishes only those (its earlier sections are shared, finished, with the version
+//! before).
 //!
 //! **Architecture invariant:** derived state only. Everything here is rebuilt from the store on a
 //! miss; a cached compile is never consulted for a version other than the session's current one.
@@ -49,9 +50,9 @@ pub use render::{LinesRead, MAX_READ_LINES, RankedQuery, RenderedView, ViewKind,
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ViewsConfig {
-    /// Memory for compiled sessions (the VCC IR and rendered full views), in bytes; imported
-    /// traces get as much again, live sessions' kept compilers (resumed by the next version) a
-    /// quarter, and the views' blocks (what packs cite) a half.
+    /// Memory for compiled sessions (the VCC IR, rendered full views and a live session's kept
+    /// compiler, resumed by its next version), in bytes; imported traces get as much again, and
+    /// the views' blocks (what packs cite) a half.
     pub cache_bytes: u64,
 }
 
@@ -60,6 +61,9 @@ impl Default for ViewsConfig {
         ViewsConfig { cache_bytes: 256 * 1024 * 1024 }
     }
 }
+
+/// Live sessions whose newest version is remembered (what finds a kept compiler), at most.
+const LATEST_SESSIONS: u64 = 100_000;
 
 /// Compiled sessions by session and version. Cheap to clone (the caches are shared).
 #[derive(Clone)]
@@ -70,7 +74,9 @@ pub struct Views {
     cache: moka::future::Cache<(Uuid, Uuid, u64), Arc<CompiledSession>>,
     /// Imported sessions never change: found by id alone, without asking the database.
     read_only: moka::future::Cache<(Uuid, Uuid), Arc<CompiledSession>>,
-    exports: source::Exports,
+    /// (namespace, live session) → its newest compiled version, whose entry in `cache` holds the
+    /// compiler the next version reads on from.
+    latest: moka::sync::Cache<(Uuid, Uuid), u64>,
     blocks: blocks::BlockCache,
     /// Stores compiled sessions' line maps in the background.
     map_writer: line_map::MapWriter,
@@ -125,7 +131,7 @@ impl Views {
     pub fn forget_all(&self) {
         self.cache.invalidate_all();
         self.read_only.invalidate_all();
-        self.exports.invalidate_all();
+        self.latest.invalidate_all();
         self.blocks.invalidate_all();
     }
 
@@ -138,7 +144,7 @@ impl Views {
             store,
             cache: moka::future::Cache::builder().max_capacity(cache_bytes).weigher(weigh).build(),
             read_only: moka::future::Cache::builder().max_capacity(cache_bytes).weigher(weigh).build(),
-            exports: source::exports(cache_bytes / 4),
+            latest: moka::sync::Cache::new(LATEST_SESSIONS),
             blocks: blocks::cache(cache_bytes / 2),
             map_writer: line_map::MapWriter::default(),
             stats: Arc::new(CacheStats::default()),
@@ -168,12 +174,6 @@ impl Views {
                 self.read_only.entry_count(),
                 self.read_only.weighted_size(),
                 self.read_only.policy().max_capacity(),
-            ),
-            size(
-                "views.exports",
-                self.exports.entry_count(),
-                self.exports.weighted_size(),
-                self.exports.policy().max_capacity(),
             ),
             size(
                 "views.blocks",
@@ -282,18 +282,33 @@ impl Views {
     /// A session's trace through the VCC compiler: its own span, the cost a cache miss pays.
     #[tracing::instrument(name = "vcc.compile", level = "debug", skip_all, fields(memex.session_id = %session.id, memex.events = session.event_count))]
     async fn compile(&self, ns: NamespaceId, session: Session) -> Result<CompiledSession, ViewError> {
-        let (trace, resumed) = source::compile(&self.store, &self.exports, ns.0, &session).await?;
+        let key = (ns.0, session.id);
+        let live = session.source.is_none();
+        // The newest version's compiler, taken (a stale row, older than that version, compiles
+        // afresh and leaves it).
+        let mut kept = None;
+        if live
+            && let Some(v) = self.latest.get(&key).filter(|v| *v <= session.event_count)
+            && let Some(newest) = self.cache.get(&(ns.0, session.id, v)).await
+        {
+            kept = newest.take_compiler().map(|c| (v, c));
+        }
+        let resumed = kept.as_ref().map(|(v, _)| *v);
+        let (trace, compiler) = source::compile(&self.store, ns.0, &session, kept).await?;
+        if live && self.latest.get(&key).is_none_or(|v| v <= session.event_count) {
+            self.latest.insert(key, session.event_count);
+        }
         if let Some(earlier) = resumed.filter(|v| *v < session.event_count) {
             // Superseded: nothing asks for an earlier version by key again (a stale head falls
             // back to the row's version), so its bytes need not crowd out other sessions'. In
             // an agent loop each turn is a new version, and these were most of the cache.
             self.cache.invalidate(&(ns.0, session.id, earlier)).await;
         }
-        Ok(CompiledSession::new(session, trace))
+        Ok(CompiledSession::new(session, trace, compiler))
     }
 
     /// Caches a compile the caller made (an import compiles the trace it stores).
     async fn insert(&self, session: Session, trace: CompiledTrace) {
-        self.remember(Arc::new(CompiledSession::new(session, trace))).await;
+        self.remember(Arc::new(CompiledSession::new(session, trace, None))).await;
     }
 }

@@ -239,6 +239,11 @@ impl Reader {
         at + 1
     }
 
+    /// Whether [`Reader::finish`] has nothing to add: no unterminated line, no document.
+    pub fn settled(&self) -> bool {
+        self.carry.is_empty() && !matches!(self.state, State::Document { .. })
+    }
+
     /// Ends the input: the unterminated last line, then a buffered document.
     pub fn finish(&mut self, c: &mut dyn RecConsumer, d: &mut Diags) {
         if !self.carry.is_empty() && !self.halted {

@@ -14,6 +14,7 @@ use crate::stats::ChainStats;
 use crate::text::sanitize;
 use crate::tool::{emit_params, tool_summary};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 mod finish;
 
@@ -29,7 +30,7 @@ pub(crate) enum ToolNames {
 
 #[derive(Debug, Clone)]
 enum PendingHeader {
-    Done(String),
+    Done(Arc<str>),
     Tool { is_error: bool, id_key: String, id: String, explicit: Option<String> },
 }
 
@@ -51,7 +52,13 @@ struct PendingSection {
     role: SectionRole,
     header: PendingHeader,
     blocks: std::ops::Range<u32>,
-    timestamp: Option<String>,
+    timestamp: Option<Arc<str>>,
+}
+
+impl PendingSection {
+    fn block_indices(&self) -> std::ops::Range<usize> {
+        self.blocks.start as usize..self.blocks.end as usize
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -91,6 +98,8 @@ pub(crate) struct ChainBuilder {
     pub stats: ChainStats,
     /// Input line of the record being parsed; stamped on every block it produces.
     source_line: u32,
+    /// What snapshots have finished for good (see [`ChainBuilder::snapshot`]).
+    finished: finish::Finished,
 }
 
 impl ChainBuilder {
@@ -103,12 +112,14 @@ impl ChainBuilder {
             open: None,
             stats: ChainStats::default(),
             source_line: 0,
+            finished: finish::Finished::default(),
         }
     }
 
     /// Approximate heap size, for cache weighers: vectors by their capacity, strings by theirs.
     pub fn size_bytes(&self) -> usize {
         let text = |s: &Option<String>| s.as_ref().map_or(0, String::capacity);
+        let shared = |s: &str| s.len() + 2 * std::mem::size_of::<usize>();
         let blocks = vec_bytes(&self.blocks, |b| {
             let body = match &b.body {
                 PendingBody::Done(body) => body.heap_bytes(),
@@ -122,14 +133,26 @@ impl ChainBuilder {
         });
         let sections = vec_bytes(&self.sections, |s| {
             let header = match &s.header {
-                PendingHeader::Done(h) => h.capacity(),
+                PendingHeader::Done(h) => shared(h),
                 PendingHeader::Tool { id_key, id, explicit, .. } => id_key.capacity() + id.capacity() + text(explicit),
             };
-            header + text(&s.timestamp)
+            header + s.timestamp.as_deref().map_or(0, shared)
         });
         let media = vec_bytes(&self.media, |m| m.ext.capacity() + m.bytes.as_ref().map_or(0, Vec::capacity));
         let open = self.open.as_ref().map_or(0, |o| text(&o.timestamp));
-        std::mem::size_of::<Self>() + blocks + sections + media + string_map_bytes(&self.tool_names) + open
+        let finished = self.finished.size_bytes();
+        std::mem::size_of::<Self>() + blocks + sections + media + string_map_bytes(&self.tool_names) + open + finished
+    }
+
+    /// What of [`ChainBuilder::size_bytes`] is block text a snapshot's blocks share.
+    pub fn text_bytes(&self) -> usize {
+        self.blocks
+            .iter()
+            .map(|b| match &b.body {
+                PendingBody::Done(body) => body.heap_bytes(),
+                PendingBody::Media(_) | PendingBody::ToolParts(_) => 0,
+            })
+            .sum()
     }
 
     /// Sets the input line of the record about to be parsed.
@@ -146,7 +169,7 @@ impl ChainBuilder {
             role,
             header,
             blocks: first_block..self.blocks.len() as u32,
-            timestamp: ts,
+            timestamp: ts.map(Arc::from),
         });
     }
 
@@ -167,14 +190,14 @@ impl ChainBuilder {
             }
             Value::Str(s) => self.push_block(
                 BlockKind::Text { speaker: Speaker::System },
-                PendingBody::Done(Body::Lines(sanitize(s).into_owned())),
+                PendingBody::Done(Body::text(sanitize(s).into_owned())),
             ),
             other => {
                 d.warn("system content is neither a string nor a list; rendered with str()");
                 let text = to_py_str(other);
                 self.push_block(
                     BlockKind::Text { speaker: Speaker::System },
-                    PendingBody::Done(Body::Lines(sanitize(&text).into_owned())),
+                    PendingBody::Done(Body::text(sanitize(&text).into_owned())),
                 );
             }
         }
@@ -189,9 +212,9 @@ impl ChainBuilder {
             other => sanitize(&to_py_str(other)).into_owned(),
         };
         let speaker = Speaker::Other(label.to_string());
-        self.push_block(BlockKind::Text { speaker }, PendingBody::Done(Body::Lines(text)));
+        self.push_block(BlockKind::Text { speaker }, PendingBody::Done(Body::text(text)));
         let role = SectionRole::Other(label.to_string());
-        self.push_section(role, PendingHeader::Done(format!("[{label}]")), first, ts);
+        self.push_section(role, PendingHeader::Done(format!("[{label}]").into()), first, ts);
     }
 
     /// A compact-summary user record: `[user]` + `[compact summary — N lines]`.
@@ -207,7 +230,7 @@ impl ChainBuilder {
         };
         let first = self.blocks.len() as u32;
         let line = format!("[compact summary \u{2014} {n} lines]");
-        self.push_block(BlockKind::CompactSummary, PendingBody::Done(Body::Line(line)));
+        self.push_block(BlockKind::CompactSummary, PendingBody::Done(Body::one(line)));
         self.push_section(SectionRole::User, PendingHeader::Done("[user]".into()), first, ts);
     }
 
@@ -217,7 +240,7 @@ impl ChainBuilder {
             Value::Str(s) if !s.is_empty() => {
                 let first = self.blocks.len() as u32;
                 let kind = BlockKind::Text { speaker: Speaker::User };
-                self.push_block(kind, PendingBody::Done(Body::Lines(sanitize(s).into_owned())));
+                self.push_block(kind, PendingBody::Done(Body::text(sanitize(s).into_owned())));
                 self.push_section(SectionRole::User, PendingHeader::Done("[user]".into()), first, ts);
             }
             Value::Array(items) => self.user_blocks(items, names, ts, d),
@@ -330,7 +353,7 @@ impl ChainBuilder {
         let body = sanitize(text).into_owned();
         if !body.is_empty() {
             let kind = BlockKind::Text { speaker: Speaker::Assistant };
-            self.push_block(kind, PendingBody::Done(Body::Lines(body)));
+            self.push_block(kind, PendingBody::Done(Body::text(body)));
             if let Some(open) = self.open.as_mut() {
                 open.has_content = true;
             }
@@ -376,7 +399,7 @@ impl ChainBuilder {
         match b.type_str() {
             Some("thinking") => self.text_like(b.get("thinking"), BlockKind::Thinking, d),
             Some("redacted_thinking") => {
-                let body = Body::Line("[content redacted by model provider]".into());
+                let body = Body::one("[content redacted by model provider]");
                 self.push_block(BlockKind::RedactedThinking, PendingBody::Done(body));
                 true
             }
@@ -406,7 +429,7 @@ impl ChainBuilder {
         if text.is_empty() {
             return false;
         }
-        self.push_block(kind, PendingBody::Done(Body::Lines(text.into_owned())));
+        self.push_block(kind, PendingBody::Done(Body::text(text.into_owned())));
         true
     }
 
@@ -420,7 +443,7 @@ impl ChainBuilder {
             if input.as_object().is_none() {
                 d.warn("tool_use input is not an object; rendered with str()");
             }
-            Body::Lines(emit_params(input))
+            Body::text(emit_params(input))
         } else {
             Body::Empty
         };
@@ -437,7 +460,7 @@ impl ChainBuilder {
                 None => return false,
             },
             (MediaKind::Image, false) => return false,
-            (MediaKind::Document, false) => PendingBody::Done(Body::Line("[document]".into())),
+            (MediaKind::Document, false) => PendingBody::Done(Body::one("[document]")),
         };
         let speaker = speaker.clone();
         let block = match kind {
