@@ -9,14 +9,22 @@
 //! What was measured: the stalls came with the model's worker and went with purging. Packs at
 //! 150/s over 1,000 sessions (`memex-bench soak --no-append --rate 150`): p99 91-113 ms with
 //! stalls up to 450 ms and refusals; with purging off, p99 34 ms, max 84 ms, none refused, and
-//! RSS flat at its peak instead of rising and falling. So memory once used stays with the process, whose caches are
-//! bounded by configuration; `MIMALLOC_PURGE_DELAY` in the environment (ms, or -1) still decides
-//! when it is set.
+//! RSS flat at its peak instead of rising and falling. But kept for good, freed memory made RSS
+//! climb under a long soak (+4.8 MiB/min over the second half of 30 minutes at 2x saturation)
+//! while the live heap stayed flat. Memory idle for [`PURGE_DELAY_MS`] (10 s) goes back: the same
+//! soak had RSS flat (+2.3 MiB/min), p99 198 ms and max 443 ms, against 222 and 404 ms with
+//! purging off (docs/performance.md, "Soak: half an hour on this stop's build"). A delay that
+//! long purges what a load spike left behind, not what the next request will ask for again.
+//! `MIMALLOC_PURGE_DELAY` in the environment (ms, or -1 for never) still decides when it is set.
 
 /// mimalloc's `mi_option_purge_delay`.
 const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
-/// Turns purging off unless `MIMALLOC_PURGE_DELAY` is set. Call first thing in `main`.
+/// How long freed memory stays with the process before it goes back to the system (ms).
+pub const PURGE_DELAY_MS: i64 = 10_000;
+
+/// Sets the purge delay to [`PURGE_DELAY_MS`] unless `MIMALLOC_PURGE_DELAY` is set. Call first
+/// thing in `main`.
 #[allow(unsafe_code)]
 pub fn keep_freed_memory() {
     if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
@@ -24,7 +32,7 @@ pub fn keep_freed_memory() {
     }
     // SAFETY: mi_option_set stores an option's value (an atomic write inside mimalloc); any
     // thread may call it at any time.
-    unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, -1) };
+    unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, PURGE_DELAY_MS as std::ffi::c_long) };
 }
 
 /// The purge delay in force (ms; -1: never).
@@ -47,6 +55,6 @@ mod tests {
         // another option.
         assert!([1000, 10].contains(&purge_delay_ms()), "{}", purge_delay_ms());
         keep_freed_memory();
-        assert_eq!(purge_delay_ms(), -1);
+        assert_eq!(purge_delay_ms(), PURGE_DELAY_MS);
     }
 }
