@@ -1,4 +1,4 @@
-//! The allocator keeps what it was given back.
+//! The allocator gives memory back only once it has stayed free for a while.
 //!
 //! mimalloc returns freed memory to the OS once it has been idle for `purge_delay` (1,000 ms in
 //! mimalloc v3), and takes it back through page faults when it is needed again. Under load that
@@ -26,7 +26,7 @@ pub const PURGE_DELAY_MS: i64 = 10_000;
 /// Sets the purge delay to [`PURGE_DELAY_MS`] unless `MIMALLOC_PURGE_DELAY` is set. Call first
 /// thing in `main`.
 #[allow(unsafe_code)]
-pub fn keep_freed_memory() {
+pub fn set_purge_delay() {
     if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
         return;
     }
@@ -54,7 +54,7 @@ mod tests {
         // mimalloc's default (v3: 1,000 ms; v2: 10 ms): the index names the purge delay, not
         // another option.
         assert!([1000, 10].contains(&purge_delay_ms()), "{}", purge_delay_ms());
-        keep_freed_memory();
+        set_purge_delay();
         assert_eq!(purge_delay_ms(), PURGE_DELAY_MS);
     }
 }

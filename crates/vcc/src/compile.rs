@@ -197,13 +197,7 @@ impl Compiler {
         if !self.reader.settled() {
             return self.clone().finish();
         }
-        let mut diagnostics = self.diags.items.clone();
-        diagnostics.sort_by_key(|d| (d.line, d.col));
-        if self.strict
-            && let Some(first) = diagnostics.first()
-        {
-            return Err(CompileError::Strict(first.clone()));
-        }
+        let diagnostics = checked(self.strict, self.diags.items.clone())?;
         Ok(CompiledTrace {
             first_index: self.taken,
             format: self.lexed_format.unwrap_or(self.reader.format()),
@@ -219,21 +213,25 @@ impl Compiler {
     }
 
     /// Finishes once the reader has seen the whole input.
-    fn finish_read(mut self) -> Result<CompiledTrace, CompileError> {
-        // Lexing and parsing report separately; order by line either way.
-        self.diags.items.sort_by_key(|d| (d.line, d.col));
-        if self.strict
-            && let Some(first) = self.diags.items.first()
-        {
-            return Err(CompileError::Strict(first.clone()));
-        }
+    fn finish_read(self) -> Result<CompiledTrace, CompileError> {
+        let diagnostics = checked(self.strict, self.diags.items)?;
         Ok(CompiledTrace {
             first_index: self.taken,
             format: self.lexed_format.unwrap_or(self.reader.format()),
             chains: self.assembler.finish(&self.stem),
             stem: self.stem,
-            diagnostics: self.diags.items,
+            diagnostics,
         })
+    }
+}
+
+/// A compile's diagnostics in line order (lexing and parsing report separately); with `strict`,
+/// the first one is the error.
+fn checked(strict: bool, mut diagnostics: Vec<Diagnostic>) -> Result<Vec<Diagnostic>, CompileError> {
+    diagnostics.sort_by_key(|d| (d.line, d.col));
+    match diagnostics.first() {
+        Some(first) if strict => Err(CompileError::Strict(first.clone())),
+        _ => Ok(diagnostics),
     }
 }
 

@@ -386,9 +386,9 @@ impl Chain {
     }
 }
 
-/// The one line-assignment pass (see the module docs), for `sections`: the sections of a chain from index `first` on, whose first line
-/// (its separator, unless it is the chain's first section) is `line`; `blocks` are all the chain's
-/// blocks. Returns the line after the last section. Blocks are laid out as in the full view:
+/// The one line-assignment pass (see the module docs), for `sections`: the sections of a chain
+/// from index `first` on, whose first line (its separator, unless it is the chain's first section)
+/// is `line`; `blocks` are all the chain's blocks. Returns the line after the last section. Blocks are laid out as in the full view:
 /// separator (2 lines) before every section but the first, header + empty line, blocks separated
 /// by one empty line, a trailing empty line at the end. Lines depend only on what comes before,
 /// so a resumed compile assigns the sections it adds and keeps the earlier ones.

@@ -7,8 +7,8 @@ use uuid::Uuid;
 use crate::ViewError;
 
 /// Compiles a session's current version: an imported trace from its raw file, a live session
-/// from its events. `kept` is the compiler of an earlier version of a live session and that
-/// version (its event count): events never change, so the new version is that compiler fed the
+/// from its events. `kept` is the compiler of an earlier version (not a later one) of a live
+/// session and that version (its event count): events never change, so the new version is that compiler fed the
 /// events after it, and an agent loop's turn reads, encodes, lexes and finishes only what it
 /// appended (a snapshot is byte for byte a compile from scratch: `memex-vcc`'s
 /// `tests/resumed.rs`). A live session's compiler is returned, to be kept for the next version.
@@ -32,7 +32,6 @@ pub(crate) async fn compile(
             .map(|trace| (trace, None))
             .map_err(uncompilable);
     }
-    let kept = kept.filter(|(count, _)| *count <= session.event_count);
     let from = kept.as_ref().map_or(1, |(count, _)| count + 1);
     let mut added = Vec::new();
     let mut token: Option<String> = None;

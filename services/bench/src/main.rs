@@ -42,7 +42,7 @@ struct Cli {
 
 fn main() -> ExitCode {
     // Before any thread starts: see memex_server::allocator.
-    memex_server::allocator::keep_freed_memory();
+    memex_server::allocator::set_purge_delay();
     let cli = Cli::parse();
     let result = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

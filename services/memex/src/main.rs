@@ -168,7 +168,7 @@ fn distill(args: memex_server::flags::ConfigArgs) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     // Before any thread starts: see memex_server::allocator.
-    memex_server::allocator::keep_freed_memory();
+    memex_server::allocator::set_purge_delay();
     let cli = Cli::parse();
     #[cfg(feature = "heap-count")]
     if matches!(cli.command, Command::Serve(_)) {
