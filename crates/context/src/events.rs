@@ -130,8 +130,41 @@ impl ContextEngine {
     }
 }
 
-/// What a cached event costs in memory, roughly.
-pub(crate) fn event_weight(e: &Event) -> u32 {
-    let text = e.content.len() + e.kind.len() + e.agent_id.len() + e.task_id.as_ref().map_or(0, String::len);
-    u32::try_from(text + 256).unwrap_or(u32::MAX)
+/// What one entry of a moka cache costs beside its key and value (its node, its access-order and
+/// write-order nodes, its slot in the hash table): measured by `tests/cache_weights.rs`.
+pub const CACHE_ENTRY_BYTES: usize = 320;
+
+/// The heap an event holds, and its struct: what it costs held inline (in a tail's `Vec`, say).
+/// Capacities, not lengths, and the metadata's JSON tree too: the caches that weigh events by it
+/// must hold the process's memory to their byte caps (`tests/cache_weights.rs` checks it against
+/// a counting allocator).
+pub fn event_bytes(e: &Event) -> usize {
+    let opt = |s: &Option<String>| s.as_ref().map_or(0, String::capacity);
+    size_of::<Event>()
+        + e.content.capacity()
+        + e.kind.capacity()
+        + e.agent_id.capacity()
+        + opt(&e.task_id)
+        + opt(&e.tool_name)
+        + opt(&e.tool_call_id)
+        + e.artifact.as_ref().map_or(0, |a| a.media_type.capacity())
+        + e.metadata.as_ref().map_or(0, json_bytes)
+}
+
+/// The heap of a JSON tree (serde_json's default maps are B-trees: about a node's share per entry).
+fn json_bytes(v: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => s.capacity(),
+        Value::Array(a) => a.capacity() * size_of::<Value>() + a.iter().map(json_bytes).sum::<usize>(),
+        Value::Object(m) => {
+            m.iter().map(|(k, v)| k.capacity() + size_of::<String>() + size_of::<Value>() + 16 + json_bytes(v)).sum()
+        }
+        _ => 0,
+    }
+}
+
+/// What an event costs in the events cache: its `Arc`, the event, the cache entry.
+pub fn event_weight(e: &Event) -> u32 {
+    u32::try_from(2 * size_of::<usize>() + event_bytes(e) + CACHE_ENTRY_BYTES).unwrap_or(u32::MAX)
 }

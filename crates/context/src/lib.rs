@@ -47,6 +47,7 @@ use memex_tokens::Tokenizer;
 use uuid::Uuid;
 
 pub use error::ContextError;
+pub use events::{CACHE_ENTRY_BYTES, event_bytes, event_weight};
 pub use memex_compaction::PointerManifest;
 pub use pack::{BuildPack, BuiltPack};
 pub use planning::{Delegate, DelegateOutcome, NewReport, REPORT_STATUSES};

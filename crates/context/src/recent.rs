@@ -47,16 +47,27 @@ pub(crate) fn reaches_start(events: &[Event]) -> bool {
     events.last().is_none_or(|e| e.seq <= 1)
 }
 
-fn weight(events: &[Event]) -> u32 {
-    events.iter().map(crate::events::event_weight).fold(64u32, u32::saturating_add)
+/// A `Vec` of events: its spare capacity too, each event's heap.
+fn weight(events: &Vec<Event>) -> usize {
+    (events.capacity() - events.len()) * size_of::<Event>()
+        + events.iter().map(crate::events::event_bytes).sum::<usize>()
 }
 
 pub(crate) fn tail_weight(t: &Tail) -> u32 {
-    weight(&t.events)
+    // The `Arc`s' counts and the `Vec` behind the second.
+    let bytes = size_of::<Tail>() + 4 * size_of::<usize>() + size_of::<Vec<Event>>() + weight(&t.events);
+    let bytes = bytes + crate::events::CACHE_ENTRY_BYTES;
+    u32::try_from(bytes).unwrap_or(u32::MAX)
 }
 
 pub(crate) fn standing_weight(s: &Standing) -> u32 {
-    weight(&s.standing).saturating_add(weight(&s.system))
+    let bytes = size_of::<Standing>()
+        + 2 * size_of::<usize>()
+        + s.heads.capacity() * size_of::<(Uuid, u64)>()
+        + weight(&s.standing)
+        + weight(&s.system)
+        + crate::events::CACHE_ENTRY_BYTES;
+    u32::try_from(bytes).unwrap_or(u32::MAX)
 }
 
 impl ContextEngine {
