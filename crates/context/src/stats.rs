@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 pub const PHASES: [&str; 8] = [
     "task (session, task state, delegations, scope)",
     "window (evictions, manifests, tail events)",
-    "standing items, key pointers, anchors",
-    "search sources",
+    "key pointers, standing items, anchors, search (concurrent)",
+    "gather candidates",
     "enrich (supersession, premises, full view)",
     "score, select and pack (pure)",
     "store the pack",
