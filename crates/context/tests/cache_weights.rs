@@ -117,7 +117,8 @@ fn cached_events_weigh_the_heap_they_hold() {
     let per_entry =
         (heap as f64 - source.iter().map(|e| 16 + event_bytes(e)).sum::<usize>() as f64) / source.len() as f64;
     eprintln!(
-        "heap / weight: inline {r_inline:.3}, cached {r_cache:.3}; a cache entry's own cost {per_entry:.0} bytes \
-         (CACHE_ENTRY_BYTES {CACHE_ENTRY_BYTES})"
+        "heap / weight: inline {r_inline:.3}, cached {r_cache:.3}; an event's struct {} bytes, a cache entry's own \
+         cost {per_entry:.0} bytes (CACHE_ENTRY_BYTES {CACHE_ENTRY_BYTES})",
+        size_of::<Event>()
     );
 }
