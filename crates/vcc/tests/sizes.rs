@@ -3,38 +3,15 @@
 //! Measured with a counting allocator; one test in this binary, so no other test allocates
 //! meanwhile.
 #![allow(clippy::unwrap_used)]
-#![allow(unsafe_code)] // a counting allocator: GlobalAlloc is an unsafe trait
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::System;
 use std::path::Path;
-use std::sync::atomic::{AtomicIsize, Ordering};
 
+use memex_heap_count::{Counting, live};
 use memex_vcc::{CompileOptions, Compiler, InputFormat, compile_trace};
 
-struct Counting;
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static ALLOC: Counting = Counting;
-
-fn live() -> isize {
-    LIVE.load(Ordering::Relaxed)
-}
+static ALLOC: Counting<System> = Counting(System);
 
 /// Heap held / estimate, for a heap of at least 4 KB (below that a fixed overhead is most of it).
 fn ratio(what: &str, heap: isize, estimate: usize) -> Option<f64> {

@@ -16,34 +16,10 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// keeps beside it (RSS). An atomic add per allocation: never in a default build.
 #[cfg(feature = "heap-count")]
 mod heap_count {
-    #![allow(unsafe_code)] // GlobalAlloc is an unsafe trait; every call goes on to mimalloc's.
-    use std::alloc::{GlobalAlloc, Layout};
-    use std::sync::atomic::{AtomicIsize, Ordering};
-
-    pub struct Counting;
-    static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-    unsafe impl GlobalAlloc for Counting {
-        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-            unsafe { mimalloc::MiMalloc.alloc(layout) }
-        }
-        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-            unsafe { mimalloc::MiMalloc.alloc_zeroed(layout) }
-        }
-        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-            LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-            unsafe { mimalloc::MiMalloc.dealloc(ptr, layout) }
-        }
-        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-            LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
-            unsafe { mimalloc::MiMalloc.realloc(ptr, layout, new_size) }
-        }
-    }
+    use memex_heap_count::{Counting, live};
 
     #[global_allocator]
-    static GLOBAL: Counting = Counting;
+    static GLOBAL: Counting<mimalloc::MiMalloc> = Counting(mimalloc::MiMalloc);
 
     /// Prints the live heap every 10 s, beside the process's RSS from `/proc`.
     pub fn report() {
@@ -57,11 +33,7 @@ mod heap_count {
                         line.split_whitespace().nth(1)?.parse::<u64>().ok()
                     })
                     .unwrap_or(0);
-                eprintln!(
-                    "heap-count: live {} MiB, rss {} MiB",
-                    LIVE.load(Ordering::Relaxed) / (1 << 20),
-                    rss_kb / 1024
-                );
+                eprintln!("heap-count: live {} MiB, rss {} MiB", live() / (1 << 20), rss_kb / 1024);
             }
         });
     }
