@@ -49,7 +49,7 @@ impl SessionBlocks {
                 .collect(),
             Err(_) => HashMap::new(),
         };
-        next.bytes.store(carried.values().map(block_bytes).sum(), Ordering::Relaxed);
+        next.bytes.store(carried.values().map(block_weight).sum(), Ordering::Relaxed);
         if let Ok(mut by_seq) = next.by_seq.write() {
             *by_seq = carried;
         }
@@ -77,7 +77,10 @@ pub(crate) fn cache(max_bytes: u64) -> BlockCache {
     moka::sync::Cache::builder().weigher(weigh).max_capacity(max_bytes).build()
 }
 
-fn block_bytes(b: &Option<ViewBlock>) -> u64 {
+/// What a placed block holds in a session's map: each line's text and `String`, and (64) the
+/// map's slot for it and the lines' `Arc`. `tests/block_weights.rs` holds it to a counting
+/// allocator.
+pub fn block_weight(b: &Option<ViewBlock>) -> u64 {
     let lines = b.as_ref().map_or(0, |b| b.lines.iter().map(|l| l.len() + 24).sum::<usize>());
     lines as u64 + 64
 }
@@ -141,7 +144,7 @@ impl Views {
             let mut by_seq = placed.by_seq.write().map_err(|_| poisoned())?;
             for (seq, block) in fresh {
                 if let Entry::Vacant(v) = by_seq.entry(seq) {
-                    placed.bytes.fetch_add(block_bytes(&block), Ordering::Relaxed);
+                    placed.bytes.fetch_add(block_weight(&block), Ordering::Relaxed);
                     v.insert(block);
                 }
             }

@@ -40,6 +40,7 @@ use memex_store::{Session, Store};
 use memex_vcc::CompiledTrace;
 use uuid::Uuid;
 
+pub use blocks::block_weight;
 pub use compiled::CompiledSession;
 pub use error::ViewError;
 pub use import::{ImportTrace, Imported};
