@@ -193,7 +193,6 @@ impl ContextEngine {
         let mut heads: HashMap<Uuid, u64> = ctx.heads.iter().copied().collect();
         heads.insert(session_id, ctx.head);
         let scope_heads: Vec<(Uuid, u64)> = scope.iter().map(|s| (*s, heads.get(s).copied().unwrap_or(0))).collect();
-        let heads_total = scope_heads.iter().map(|(_, h)| h).sum::<u64>();
         clock.lap(0);
 
         // The agent's window: the recent tail (resident events and manifests) and the system block.
@@ -243,7 +242,7 @@ impl ContextEngine {
             terms: terms.clone(),
             sessions: scope.clone(),
             limit: self.cfg.search_limit,
-            heads_total: Some(heads_total),
+            heads: Some(scope_heads.clone()),
         };
         // The session's last layout, when it was for packs like this one: its stable evidence is
         // read back (from the events cache, mostly) so the pack can keep it in place.

@@ -18,9 +18,9 @@ pub struct SearchQuery {
     /// Only events of these sessions.
     pub sessions: Vec<Uuid>,
     pub limit: usize,
-    /// The sum of the last seqs of `sessions`, read with the pack's session (a source that
-    /// catches up with the store need not read it again).
-    pub heads_total: Option<u64>,
+    /// The last seq of each of `sessions`, read with the pack's session (a source that catches up
+    /// with the store need not read them again).
+    pub heads: Option<Vec<(Uuid, u64)>>,
 }
 
 /// One search result.

@@ -108,7 +108,7 @@ impl SearchConfig {
             tier: crate::VectorTier::Best,
             with_text: false,
             with_lines: true,
-            heads_total: None,
+            heads: None,
         }
     }
 

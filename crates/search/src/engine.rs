@@ -204,19 +204,19 @@ impl SearchIndex {
         Ok(indexed)
     }
 
-    /// `known_total`: the sessions' [`Store::head_total`], when the caller has just read it.
+    /// `known`: the last seqs of `sessions`, when the caller has just read them.
     /// `fresh`: keep what it indexes fresh (see [`crate::fresh`]) unless it is too much for a
     /// part or the commits fall behind; without it, everything caught up is committed.
     async fn catch_up_index(
         &self,
         idx: &NamespaceIndex,
         sessions: Option<&[Uuid]>,
-        known_total: Option<u64>,
+        known: Option<&[(Uuid, u64)]>,
         fresh: bool,
     ) -> Result<u64, IndexError> {
         let ns = idx.ns;
-        let total = match known_total {
-            Some(t) => t,
+        let total = match known {
+            Some(k) => k.iter().map(|(_, h)| h).sum(),
             None => self.store.head_total(ns, sessions).await?,
         };
         let poisoned = || IndexError::Task("pending sessions lock poisoned".into());
@@ -261,7 +261,19 @@ impl SearchIndex {
             }
             None => None,
         };
-        let heads = self.store.session_heads(ns, batch.as_deref()).await?;
+        // The heads of the round's sessions: the ones the caller read are not read again (under
+        // the lock every query of the namespace waits on), only those of sessions that joined.
+        let heads = match (known, batch.as_deref()) {
+            (Some(k), Some(batch)) => {
+                let unknown: Vec<Uuid> = batch.iter().filter(|s| !k.iter().any(|(id, _)| id == *s)).copied().collect();
+                let mut heads: Vec<(Uuid, u64)> = k.iter().filter(|(_, h)| *h > 0).copied().collect();
+                if !unknown.is_empty() {
+                    heads.extend(self.store.session_heads(ns, Some(&unknown)).await?);
+                }
+                heads
+            }
+            _ => self.store.session_heads(ns, batch.as_deref()).await?,
+        };
         let mut docs = Vec::new();
         let mut updates = Vec::new();
         let mut indexed = 0u64;
@@ -571,7 +583,7 @@ impl SearchIndex {
         // A query keeps what its catch-up indexes fresh, and never waits for a commit; unless the
         // fresh parts cannot score it (another context weight): then it commits them first.
         let fresh = crate::fresh::parts_answer(req.context_weight) || req.bm25_weight == 0.0;
-        self.catch_up_index(&idx, sessions, sessions.and(req.heads_total), fresh)
+        self.catch_up_index(&idx, sessions, sessions.and(req.heads.as_deref()), fresh)
             .instrument(tracing::debug_span!("index.catch_up"))
             .await?;
         self.commit_if_due(&idx)?;

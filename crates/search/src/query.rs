@@ -70,10 +70,11 @@ pub struct SearchRequest {
     pub with_lines: bool,
     /// Which vectors rank the query (see [`VectorTier`]).
     pub tier: VectorTier,
-    /// The sum of the last seqs of `filter.session_ids`, when the caller has just read it (the
-    /// context engine does, with the pack's session): the catch-up check then skips that read.
-    /// Events appended after the caller read it may be missed, as if the search had come first.
-    pub heads_total: Option<u64>,
+    /// The last seq of each of `filter.session_ids`, when the caller has just read them (the
+    /// context engine does, with the pack's session): the catch-up then reads neither their sum
+    /// nor, unless other sessions join its round, the heads themselves. Events appended after the
+    /// caller read them may be missed, as if the search had come first.
+    pub heads: Option<Vec<(Uuid, u64)>>,
 }
 
 /// How the BM25 and vector lists become one ranking.

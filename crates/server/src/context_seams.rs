@@ -27,7 +27,7 @@ impl CandidateSource for IndexSource {
             }
             let mut req = self.0.config().request(q.text.clone(), q.limit.max(1));
             req.filter.session_ids = q.sessions.clone();
-            req.heads_total = q.heads_total;
+            req.heads = q.heads.clone();
             // Packs come at a fleet's rate: their queries are ranked by the fast tier's vectors
             // (no inference) when there is one. The vector list needs a model of some kind.
             req.tier = memex_search::VectorTier::Fast;

@@ -132,7 +132,7 @@ fn convert(r: pb::SearchRequest, d: &memex_search::SearchConfig) -> Result<Searc
         tier: memex_search::VectorTier::Best,
         with_text: r.with_text,
         with_lines: true,
-        heads_total: None,
+        heads: None,
     })
 }
 
