@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 use tantivy::directory::RamDirectory;
 use tantivy::query::Bm25StatisticsProvider;
 use tantivy::schema::Field;
+use tantivy::store::Compressor;
 use tantivy::tokenizer::TokenizerManager;
-use tantivy::{IndexBuilder, ReloadPolicy, Searcher, TantivyDocument, Term};
+use tantivy::{IndexBuilder, IndexSettings, ReloadPolicy, Searcher, TantivyDocument, Term};
 use uuid::Uuid;
 
 use crate::IndexError;
@@ -131,8 +132,17 @@ impl Fresh {
 fn segment(docs: impl Iterator<Item = TantivyDocument>) -> Result<Searcher, IndexError> {
     let tokenizers = TokenizerManager::default();
     tokenizers.register(ANALYZER, analyzer());
+    // A part is read in place and never merged (a commit adds its documents to the index's
+    // writer): its doc store is not compressed, and not on a thread of its own (tantivy starts
+    // one per store writer by default: a thread per agent turn).
+    let settings = IndexSettings {
+        docstore_compression: Compressor::None,
+        docstore_compress_dedicated_thread: false,
+        ..IndexSettings::default()
+    };
     let mut writer = IndexBuilder::new()
         .schema(part_schema())
+        .settings(settings)
         .tokenizers(tokenizers)
         .single_segment_index_writer(RamDirectory::create(), SEGMENT_BUDGET)?;
     for d in docs {
