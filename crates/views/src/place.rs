@@ -158,6 +158,11 @@ impl Views {
         if self.read_only.contains_key(&(ns.0, session.0)) {
             return Ok(true);
         }
+        // A live session compiled here (its source never changes): no row to read. The index's
+        // catch-up asks this of every live session it indexes, on every agent turn.
+        if self.latest.contains_key(&(ns.0, session.0)) {
+            return Ok(false);
+        }
         Ok(self.store.session(ns.0, session.0).await?.source.is_some())
     }
 }
