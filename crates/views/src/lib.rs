@@ -224,6 +224,20 @@ impl Views {
             self.stats.hit();
             return Ok(hit);
         }
+        // A newer version of a live session compiled here: its row is the newest version's with
+        // the new count (an append changes nothing else of a row; an erased session takes no
+        // appends), so it is not read again. An agent loop's every turn is such a version.
+        if let Some(head) = head
+            && let Some(v) = self.latest.get(&(ns.0, session.0)).filter(|v| *v < head)
+            && let Some(newest) = self.cache.get(&(ns.0, session.0, v)).await
+            && newest.session.source.is_none()
+            && newest.session.erased_by.is_none()
+        {
+            let mut row = newest.session.clone();
+            row.event_count = head;
+            drop(newest);
+            return self.compile_row(ns, row).await;
+        }
         self.compiled(ns, session).await
     }
 
