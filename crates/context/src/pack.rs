@@ -147,20 +147,24 @@ impl ContextEngine {
         let budgets = req.budgets.unwrap_or(self.cfg.budgets);
         budgets.check().map_err(pack_error)?;
         let session_id = req.session_id;
-        // Round trip 1 (concurrent): the session and its task, the window, the newest events
+        // Round trip 1 (concurrent): the session, its task and its window, the newest events
         // unless the session's last pack kept them (then only what was appended since is read,
         // once the session's head is known).
         let cached_tail = self.cached_tail(namespace_id, session_id);
-        let (ctx, (_, evictions, manifest_rows), fresh) = tokio::try_join!(
-            self.store.pack_context(namespace_id, session_id, req.task_id.as_deref()),
-            self.store.window_state(namespace_id, session_id),
-            async {
+        let (ctx, fresh) =
+            tokio::try_join!(self.store.pack_context(namespace_id, session_id, req.task_id.as_deref()), async {
                 match cached_tail {
                     Some(_) => Ok(None),
                     None => self.read_newest(namespace_id, session_id, 2 * TAIL_PAGE).await.map(Some),
                 }
-            },
-        )?;
+            },)?;
+        // A compacted session's manifests (the window's row came with the rest).
+        let evictions = &ctx.evictions;
+        let manifest_rows = if ctx.window.manifests.is_empty() {
+            Vec::new()
+        } else {
+            self.store.manifests(namespace_id, &ctx.window.manifests).await?
+        };
         let task_id = ctx.task_id.clone();
         if let Some(t) = &ctx.session_task {
             self.session_tasks.insert((namespace_id, session_id), Some(t.clone()));
@@ -206,7 +210,7 @@ impl ContextEngine {
         let newest = self.tail_for_pack(namespace_id, session_id, ctx.head, cached_tail, fresh, &pages).await?;
         // Every event of the session is in the tail's reach: all manifests belong in the window.
         let complete = reaches_start(&newest);
-        let tail_events: Vec<&Event> = newest.iter().rev().filter(|e| !is_evicted(&evictions, e.seq)).collect();
+        let tail_events: Vec<&Event> = newest.iter().rev().filter(|e| !is_evicted(evictions, e.seq)).collect();
         // Placed in the full view together with the candidates, below: one lookup of the session.
         let tail_ctx: Vec<ContextEvent> = self
             .context_events(namespace_id, &tail_events)

@@ -7,7 +7,7 @@ use crate::standby::{expected_rows, settled_if};
 use crate::task_state::TaskStateRow;
 
 use crate::read::{EVENT_SELECT, EventRow, event_from_row};
-use crate::{Event, Result, SeqRange, Store, StoreError};
+use crate::{Event, Eviction, Result, SeqRange, Store, StoreError, WindowRow};
 
 impl Store {
     /// A session's events with seqs in `range`, newest first, at most `limit`: the recent tail, a
@@ -209,31 +209,15 @@ impl Store {
 
     /// Everything a pack needs to know about its session and task, in one round trip: the
     /// session's task, the task's current state, the task it was delegated from, the tasks it
-    /// delegated, and the sessions of all of them. `task` overrides the session's task. Those
-    /// sessions are looked up per task name through `sessions_task`: as a filter `task_id =
-    /// ANY(...)` the generic plan scanned every session of the namespace (0.7 ms of a pack's
-    /// 1.2 ms in Postgres at 2,500 sessions, and growing with them).
+    /// delegated, the sessions of all of them, and the session's window (its version, manifests
+    /// and evicted runs; a second round trip reads the manifests, when there are any: see
+    /// [`Store::manifests`]). `task` overrides the session's task. Those sessions are looked up
+    /// per task name through `sessions_task`: as a filter `task_id = ANY(...)` the generic plan
+    /// scanned every session of the namespace (0.7 ms of a pack's 1.2 ms in Postgres at 2,500
+    /// sessions, and growing with them).
     #[tracing::instrument(name = "store.pack_context", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "pack_context"))]
     pub async fn pack_context(&self, namespace_id: Uuid, session_id: Uuid, task: Option<&str>) -> Result<PackContext> {
-        type Row = (
-            Option<String>,
-            Option<String>,
-            Option<i64>,
-            Option<serde_json::Value>,
-            Option<String>,
-            Option<i32>,
-            Option<String>,
-            Option<String>,
-            Option<chrono::DateTime<chrono::Utc>>,
-            Option<String>,
-            Vec<String>,
-            Vec<Uuid>,
-            Vec<String>,
-            i64,
-            Vec<i64>,
-            Option<Vec<u8>>,
-        );
-        let row: Option<Row> = sqlx::query_as(
+        let row: Option<PackContextRow> = sqlx::query_as(
             "WITH s AS (
                  SELECT task_id AS session_task, COALESCE($3, task_id) AS task, next_seq - 1 AS head FROM sessions
                  WHERE id = $1 AND namespace_id = $2
@@ -252,13 +236,23 @@ impl Store {
                  FROM (SELECT DISTINCT t.task FROM s, unnest(ARRAY[s.task] || (SELECT children FROM c)
                                                           || ARRAY(SELECT parent_task_id FROM p)) AS t (task)) tt
                  JOIN sessions x ON x.namespace_id = $2 AND x.task_id = tt.task
+             ), w AS (
+                 SELECT version, manifests FROM context_windows WHERE session_id = $1 AND namespace_id = $2
+             ), ev AS (
+                 SELECT COALESCE(array_agg(first_seq ORDER BY first_seq), '{}') AS firsts,
+                        COALESCE(array_agg(last_seq ORDER BY first_seq), '{}') AS lasts,
+                        COALESCE(array_agg(manifest_id ORDER BY first_seq), '{}') AS owners
+                 FROM window_evictions WHERE session_id = $1 AND namespace_id = $2
              )
-             SELECT s.session_task, s.task, st.version, st.state, st.rendered, st.tokens, st.tokenizer, st.author,
-                    st.created_at, (SELECT parent_task_id FROM p), (SELECT children FROM c), sc.ids, sc.tasks,
-                    s.head, sc.heads,
+             SELECT s.session_task, s.task, st.version AS state_version, st.state, st.rendered, st.tokens,
+                    st.tokenizer, st.author, st.created_at AS state_created_at,
+                    (SELECT parent_task_id FROM p) AS parent, (SELECT children FROM c) AS children,
+                    sc.ids AS session_ids, sc.tasks AS session_tasks, s.head, sc.heads,
                     (SELECT layout FROM context_packs
-                     WHERE namespace_id = $2 AND session_id = $1 ORDER BY created_at DESC, id DESC LIMIT 1)
-             FROM s LEFT JOIN st ON true, sc",
+                     WHERE namespace_id = $2 AND session_id = $1 ORDER BY created_at DESC, id DESC LIMIT 1) AS last_layout,
+                    (SELECT version FROM w) AS window_version, (SELECT manifests FROM w) AS window_manifests,
+                    ev.firsts AS evicted_firsts, ev.lasts AS evicted_lasts, ev.owners AS evicted_by
+             FROM s LEFT JOIN st ON true, sc, ev",
         )
         .bind(session_id)
         .bind(namespace_id)
@@ -266,39 +260,80 @@ impl Store {
         .fetch_optional(&self.pool)
         .await?;
         let r = row.ok_or(StoreError::SessionNotFound(session_id))?;
-        let state = match (r.1.clone(), r.2, r.3, r.4, r.5, r.6, r.8) {
-            (
-                Some(task_id),
-                Some(version),
-                Some(state),
-                Some(rendered),
-                Some(tokens),
-                Some(tokenizer),
-                Some(created_at),
-            ) => Some(TaskStateRow {
-                task_id,
-                version: version as u64,
-                state,
-                rendered,
-                tokens: tokens.max(0) as u32,
-                tokenizer,
-                author: r.7,
-                created_at,
-            }),
-            _ => None,
+        let state =
+            match (r.task.clone(), r.state_version, r.state, r.rendered, r.tokens, r.tokenizer, r.state_created_at) {
+                (
+                    Some(task_id),
+                    Some(version),
+                    Some(state),
+                    Some(rendered),
+                    Some(tokens),
+                    Some(tokenizer),
+                    Some(created_at),
+                ) => Some(TaskStateRow {
+                    task_id,
+                    version: version as u64,
+                    state,
+                    rendered,
+                    tokens: tokens.max(0) as u32,
+                    tokenizer,
+                    author: r.author,
+                    created_at,
+                }),
+                _ => None,
+            };
+        // A session never compacted has no window row: version 0, no evictions.
+        let (window, evictions) = match r.window_version {
+            Some(version) => (
+                WindowRow { version: version as u64, manifests: r.window_manifests.unwrap_or_default() },
+                r.evicted_firsts
+                    .into_iter()
+                    .zip(r.evicted_lasts)
+                    .zip(r.evicted_by)
+                    .map(|((f, l), m)| Eviction { first_seq: f as u64, last_seq: l as u64, manifest_id: m })
+                    .collect(),
+            ),
+            None => (WindowRow::default(), Vec::new()),
         };
         Ok(PackContext {
-            session_task: r.0,
-            task_id: r.1,
+            session_task: r.session_task,
+            task_id: r.task,
             state,
-            parent: r.9,
-            children: r.10,
-            head: r.13.max(0) as u64,
-            heads: r.11.iter().copied().zip(r.14.iter().map(|h| (*h).max(0) as u64)).collect(),
-            sessions: r.11.into_iter().zip(r.12).collect(),
-            last_layout: r.15,
+            parent: r.parent,
+            children: r.children,
+            head: r.head.max(0) as u64,
+            heads: r.session_ids.iter().copied().zip(r.heads.iter().map(|h| (*h).max(0) as u64)).collect(),
+            sessions: r.session_ids.into_iter().zip(r.session_tasks).collect(),
+            last_layout: r.last_layout,
+            window,
+            evictions,
         })
     }
+}
+
+#[derive(sqlx::FromRow)]
+struct PackContextRow {
+    session_task: Option<String>,
+    task: Option<String>,
+    state_version: Option<i64>,
+    state: Option<serde_json::Value>,
+    rendered: Option<String>,
+    tokens: Option<i32>,
+    tokenizer: Option<String>,
+    author: Option<String>,
+    state_created_at: Option<chrono::DateTime<chrono::Utc>>,
+    parent: Option<String>,
+    children: Vec<String>,
+    session_ids: Vec<Uuid>,
+    session_tasks: Vec<String>,
+    head: i64,
+    heads: Vec<i64>,
+    last_layout: Option<Vec<u8>>,
+    window_version: Option<i64>,
+    window_manifests: Option<Vec<Uuid>>,
+    evicted_firsts: Vec<i64>,
+    evicted_lasts: Vec<i64>,
+    evicted_by: Vec<Uuid>,
 }
 
 /// See [`Store::pack_context`].
@@ -318,4 +353,8 @@ pub struct PackContext {
     pub heads: Vec<(Uuid, u64)>,
     /// The layout recorded with the session's newest pack (JSON), if any.
     pub last_layout: Option<Vec<u8>>,
+    /// The session's window (version 0, no manifests, when it was never compacted).
+    pub window: WindowRow,
+    /// Its evicted runs, by first seq.
+    pub evictions: Vec<Eviction>,
 }

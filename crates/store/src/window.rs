@@ -62,8 +62,6 @@ pub struct NewCompaction {
 }
 
 /// version, manifests, and the evictions as parallel arrays (first, last, manifest).
-type WindowStateRow = (i64, Vec<Uuid>, Vec<i64>, Vec<i64>, Vec<Uuid>);
-
 type ManifestDbRow =
     (Uuid, Uuid, i64, Option<i64>, i64, i64, i64, serde_json::Value, String, i32, String, DateTime<Utc>);
 
@@ -140,7 +138,7 @@ impl Store {
         .bind(namespace_id)
         .fetch_all(&self.pool)
         .await?;
-        let found = self.manifests_in_order(namespace_id, &manifests).await?;
+        let found = self.manifests(namespace_id, &manifests).await?;
         Ok((
             WindowRow { version: version as u64, manifests },
             evictions
@@ -151,41 +149,8 @@ impl Store {
         ))
     }
 
-    /// A window's state without checking the session (the caller has): one round trip for a
-    /// window never compacted, two otherwise.
-    #[tracing::instrument(name = "store.window_state", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "window_state"))]
-    pub async fn window_state(
-        &self,
-        namespace_id: Uuid,
-        session_id: Uuid,
-    ) -> Result<(WindowRow, Vec<Eviction>, Vec<ManifestRow>)> {
-        let row: Option<WindowStateRow> = sqlx::query_as(
-            "SELECT w.version, w.manifests,
-                    COALESCE(array_agg(e.first_seq ORDER BY e.first_seq) FILTER (WHERE e.first_seq IS NOT NULL), '{}'),
-                    COALESCE(array_agg(e.last_seq ORDER BY e.first_seq) FILTER (WHERE e.first_seq IS NOT NULL), '{}'),
-                    COALESCE(array_agg(e.manifest_id ORDER BY e.first_seq) FILTER (WHERE e.first_seq IS NOT NULL), '{}')
-             FROM context_windows w LEFT JOIN window_evictions e ON e.session_id = w.session_id AND e.namespace_id = w.namespace_id
-             WHERE w.session_id = $1 AND w.namespace_id = $2
-             GROUP BY w.version, w.manifests",
-        )
-        .bind(session_id)
-        .bind(namespace_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        let Some((version, manifests, firsts, lasts, owners)) = row else {
-            return Ok((WindowRow::default(), Vec::new(), Vec::new()));
-        };
-        let evictions = firsts
-            .into_iter()
-            .zip(lasts)
-            .zip(owners)
-            .map(|((f, l), m)| Eviction { first_seq: f as u64, last_seq: l as u64, manifest_id: m })
-            .collect();
-        let found = self.manifests_in_order(namespace_id, &manifests).await?;
-        Ok((WindowRow { version: version as u64, manifests }, evictions, found))
-    }
-
-    async fn manifests_in_order(&self, namespace_id: Uuid, ids: &[Uuid]) -> Result<Vec<ManifestRow>> {
+    /// The manifests of `ids`, in that order (those that exist).
+    pub async fn manifests(&self, namespace_id: Uuid, ids: &[Uuid]) -> Result<Vec<ManifestRow>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
