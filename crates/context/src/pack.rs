@@ -157,7 +157,7 @@ impl ContextEngine {
                     Some(_) => Ok(None),
                     None => self.read_newest(namespace_id, session_id, 2 * TAIL_PAGE).await.map(Some),
                 }
-            },)?;
+            })?;
         // A compacted session's manifests (the window's row came with the rest).
         let evictions = &ctx.evictions;
         let manifest_rows = if ctx.window.manifests.is_empty() {

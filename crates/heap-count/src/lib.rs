@@ -1,7 +1,8 @@
 //! `Counting(inner)`: a global allocator that passes every call on to `inner` and keeps the
 //! bytes live in the heap ([`live`]). One count per process, as there is one global allocator.
 //! Used by the tests that hold caches' weights to the heap they hold (`memex-vcc`'s `sizes.rs`,
-//! `memex-context`'s `cache_weights.rs`) and by `memex`'s `heap-count` diagnostic build.
+//! `memex-context`'s `cache_weights.rs`, `memex-views`' `block_weights.rs`) and by `memex`'s
+//! `heap-count` diagnostic build.
 #![allow(unsafe_code)] // GlobalAlloc is an unsafe trait; every call goes on to the inner allocator.
 use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicIsize, Ordering};
