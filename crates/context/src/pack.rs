@@ -158,13 +158,9 @@ impl ContextEngine {
                     None => self.read_newest(namespace_id, session_id, 2 * TAIL_PAGE).await.map(Some),
                 }
             })?;
-        // A compacted session's manifests (the window's row came with the rest).
+        // A compacted session's manifests (the window's row came with the rest; no ids, no read).
         let evictions = &ctx.evictions;
-        let manifest_rows = if ctx.window.manifests.is_empty() {
-            Vec::new()
-        } else {
-            self.store.manifests(namespace_id, &ctx.window.manifests).await?
-        };
+        let manifest_rows = self.store.manifests(namespace_id, &ctx.window.manifests).await?;
         let task_id = ctx.task_id.clone();
         if let Some(t) = &ctx.session_task {
             self.session_tasks.insert((namespace_id, session_id), Some(t.clone()));

@@ -61,7 +61,6 @@ pub struct NewCompaction {
     pub manifests: Vec<Uuid>,
 }
 
-/// version, manifests, and the evictions as parallel arrays (first, last, manifest).
 type ManifestDbRow =
     (Uuid, Uuid, i64, Option<i64>, i64, i64, i64, serde_json::Value, String, i32, String, DateTime<Utc>);
 
