@@ -19,6 +19,8 @@
 
 /// mimalloc's `mi_option_purge_delay`.
 const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+/// mimalloc's `mi_option_allow_thp` (v3).
+const ALLOW_THP: libmimalloc_sys::mi_option_t = 43;
 
 /// How long freed memory stays with the process before it goes back to the system (ms).
 pub const PURGE_DELAY_MS: i64 = 10_000;
@@ -33,6 +35,36 @@ pub fn set_purge_delay() {
     // SAFETY: mi_option_set stores an option's value (an atomic write inside mimalloc); any
     // thread may call it at any time.
     unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, PURGE_DELAY_MS as std::ffi::c_long) };
+}
+
+/// Turns transparent huge pages off for this process, unless `MIMALLOC_ALLOW_THP` is set (then
+/// mimalloc has done what it says). Call first thing in `main`, before any thread starts.
+///
+/// mimalloc asks the kernel for huge pages on its arenas (`MADV_HUGEPAGE`), and a purge then
+/// frees 64 KiB inside a 2 MiB page. khugepaged later collapses such a range back into a huge
+/// page, filling what was purged with zeroes (Linux's default `max_ptes_none` lets it fill 511
+/// of 512 pages): memory the heap had given back became resident again, and RSS climbed under a
+/// long soak while the live heap stayed flat (docs/performance.md, "Soak: huge pages").
+/// `PR_SET_THP_DISABLE` stops both the huge page faults and khugepaged for this process.
+#[allow(unsafe_code)]
+pub fn disable_transparent_huge_pages() {
+    if std::env::var_os("MIMALLOC_ALLOW_THP").is_some() {
+        return;
+    }
+    // SAFETY: an option's value, as in set_purge_delay; with it 0, arenas reserved from now on
+    // are not advised as huge.
+    unsafe { libmimalloc_sys::mi_option_set(ALLOW_THP, 0) };
+    // SAFETY: prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) sets a flag of this process's memory map;
+    // no pointer is passed. An error (a kernel without the option) leaves huge pages as they were.
+    let _ = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
+}
+
+/// Whether transparent huge pages are off for this process (`THP_enabled: 0` in
+/// `/proc/self/status`); `None` where the kernel does not say.
+pub fn transparent_huge_pages_disabled() -> Option<bool> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("THP_enabled:"))?;
+    Some(line.trim() == "0")
 }
 
 /// The purge delay in force (ms; -1: never).
@@ -56,5 +88,23 @@ mod tests {
         assert!([1000, 10].contains(&purge_delay_ms()), "{}", purge_delay_ms());
         set_purge_delay();
         assert_eq!(purge_delay_ms(), PURGE_DELAY_MS);
+    }
+
+    #[test]
+    fn huge_pages_are_off_for_the_process() {
+        if std::env::var_os("MIMALLOC_ALLOW_THP").is_some() {
+            return;
+        }
+        #[allow(unsafe_code)]
+        // SAFETY: reads an option's value.
+        let allow = || unsafe { libmimalloc_sys::mi_option_get(ALLOW_THP) };
+        // allow_thp's default: the index names it, not another option.
+        assert_eq!(allow(), 1);
+        disable_transparent_huge_pages();
+        assert_eq!(allow(), 0);
+        // Linux says whether THP is on for a process since 5.0.
+        if let Some(disabled) = transparent_huge_pages_disabled() {
+            assert!(disabled, "THP_enabled is still 1 after PR_SET_THP_DISABLE");
+        }
     }
 }

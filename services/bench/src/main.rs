@@ -43,6 +43,7 @@ struct Cli {
 fn main() -> ExitCode {
     // Before any thread starts: see memex_server::allocator.
     memex_server::allocator::set_purge_delay();
+    memex_server::allocator::disable_transparent_huge_pages();
     let cli = Cli::parse();
     let result = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

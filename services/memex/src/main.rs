@@ -141,6 +141,7 @@ fn distill(args: memex_server::flags::ConfigArgs) -> anyhow::Result<()> {
 fn main() -> ExitCode {
     // Before any thread starts: see memex_server::allocator.
     memex_server::allocator::set_purge_delay();
+    memex_server::allocator::disable_transparent_huge_pages();
     let cli = Cli::parse();
     #[cfg(feature = "heap-count")]
     if matches!(cli.command, Command::Serve(_)) {
