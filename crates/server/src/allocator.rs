@@ -59,14 +59,6 @@ pub fn disable_transparent_huge_pages() {
     let _ = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
 }
 
-/// Whether transparent huge pages are off for this process (`THP_enabled: 0` in
-/// `/proc/self/status`); `None` where the kernel does not say.
-pub fn transparent_huge_pages_disabled() -> Option<bool> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find_map(|l| l.strip_prefix("THP_enabled:"))?;
-    Some(line.trim() == "0")
-}
-
 /// The purge delay in force (ms; -1: never).
 #[allow(unsafe_code, clippy::useless_conversion)] // c_long is i32 on some targets
 pub fn purge_delay_ms() -> i64 {
@@ -88,6 +80,14 @@ mod tests {
         assert!([1000, 10].contains(&purge_delay_ms()), "{}", purge_delay_ms());
         set_purge_delay();
         assert_eq!(purge_delay_ms(), PURGE_DELAY_MS);
+    }
+
+    /// Whether transparent huge pages are off for this process (`THP_enabled: 0` in
+    /// `/proc/self/status`); `None` where the kernel does not say.
+    fn transparent_huge_pages_disabled() -> Option<bool> {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let line = status.lines().find_map(|l| l.strip_prefix("THP_enabled:"))?;
+        Some(line.trim() == "0")
     }
 
     #[test]
