@@ -25,6 +25,14 @@ const ALLOW_THP: libmimalloc_sys::mi_option_t = 43;
 /// How long freed memory stays with the process before it goes back to the system (ms).
 pub const PURGE_DELAY_MS: i64 = 10_000;
 
+/// The process's allocator settings: [`set_purge_delay`] and
+/// [`disable_transparent_huge_pages`]. Every binary calls this first thing in `main`, before any
+/// thread starts; one call, so a binary cannot take one setting and miss the other.
+pub fn configure() {
+    set_purge_delay();
+    disable_transparent_huge_pages();
+}
+
 /// Sets the purge delay to [`PURGE_DELAY_MS`] unless `MIMALLOC_PURGE_DELAY` is set. Call first
 /// thing in `main`.
 #[allow(unsafe_code)]

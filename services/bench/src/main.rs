@@ -42,8 +42,7 @@ struct Cli {
 
 fn main() -> ExitCode {
     // Before any thread starts: see memex_server::allocator.
-    memex_server::allocator::set_purge_delay();
-    memex_server::allocator::disable_transparent_huge_pages();
+    memex_server::allocator::configure();
     let cli = Cli::parse();
     let result = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

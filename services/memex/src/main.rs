@@ -140,8 +140,7 @@ fn distill(args: memex_server::flags::ConfigArgs) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     // Before any thread starts: see memex_server::allocator.
-    memex_server::allocator::set_purge_delay();
-    memex_server::allocator::disable_transparent_huge_pages();
+    memex_server::allocator::configure();
     let cli = Cli::parse();
     #[cfg(feature = "heap-count")]
     if matches!(cli.command, Command::Serve(_)) {
