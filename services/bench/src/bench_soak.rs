@@ -101,6 +101,10 @@ pub struct SoakArgs {
 /// The rule the `rss_flat` verdict applies: at the second half's slope, RSS grows by less than
 /// this share of the soak's start RSS over that half.
 const FLAT_SHARE: f64 = 0.05;
+/// Shorter soaks get no verdict: the caches fill for the first 20-35 minutes at 2x saturation,
+/// and a few minutes' half divides a steep slope by a large start (7 minutes at +12.7 MiB/min
+/// passed the rule).
+const FLAT_MIN_MINUTES: f64 = 30.0;
 /// A p99 over this (ms) means saturation, as in `memex-bench pack --saturation`.
 const SATURATED_P99_MS: f64 = 100.0;
 
@@ -290,7 +294,7 @@ fn report(
     );
     let growth = slope.map(|s| s * args.minutes / 2.0);
     let flat = match (growth, started) {
-        (Some(g), Some(s)) => Some(g < FLAT_SHARE * mib(s.rss_kb)),
+        (Some(g), Some(s)) if args.minutes >= FLAT_MIN_MINUTES => Some(g < FLAT_SHARE * mib(s.rss_kb)),
         _ => None,
     };
     if let (Some(s), Some(e)) = (started, ended) {
@@ -312,7 +316,11 @@ fn report(
             slope.unwrap_or(0.0),
             growth.unwrap_or(0.0),
             100.0 * growth.unwrap_or(0.0) / mib(s.rss_kb).max(1.0),
-            if flat == Some(true) { "flat" } else { "growing" }
+            match flat {
+                Some(true) => "flat".to_string(),
+                Some(false) => "growing".to_string(),
+                None => format!("not judged (under {FLAT_MIN_MINUTES} minutes)"),
+            }
         );
     } else {
         println!("  server RSS: unknown (give --server-pid with --endpoint)");
