@@ -25,18 +25,17 @@ const ALLOW_THP: libmimalloc_sys::mi_option_t = 43;
 /// How long freed memory stays with the process before it goes back to the system (ms).
 pub const PURGE_DELAY_MS: i64 = 10_000;
 
-/// The process's allocator settings: [`set_purge_delay`] and
-/// [`disable_transparent_huge_pages`]. Every binary calls this first thing in `main`, before any
-/// thread starts; one call, so a binary cannot take one setting and miss the other.
+/// The process's allocator settings: the purge delay ([`PURGE_DELAY_MS`]) and transparent huge
+/// pages off. Every binary calls this first thing in `main`, before any thread starts; one call,
+/// so a binary cannot take one setting and miss the other.
 pub fn configure() {
     set_purge_delay();
     disable_transparent_huge_pages();
 }
 
-/// Sets the purge delay to [`PURGE_DELAY_MS`] unless `MIMALLOC_PURGE_DELAY` is set. Call first
-/// thing in `main`.
+/// Sets the purge delay to [`PURGE_DELAY_MS`] unless `MIMALLOC_PURGE_DELAY` is set.
 #[allow(unsafe_code)]
-pub fn set_purge_delay() {
+fn set_purge_delay() {
     if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
         return;
     }
@@ -46,7 +45,7 @@ pub fn set_purge_delay() {
 }
 
 /// Turns transparent huge pages off for this process, unless `MIMALLOC_ALLOW_THP` is set (then
-/// mimalloc has done what it says). Call first thing in `main`, before any thread starts.
+/// mimalloc has done what it says).
 ///
 /// mimalloc asks the kernel for huge pages on its arenas (`MADV_HUGEPAGE`), and a purge then
 /// frees 64 KiB inside a 2 MiB page. khugepaged later collapses such a range back into a huge
@@ -55,7 +54,7 @@ pub fn set_purge_delay() {
 /// long soak while the live heap stayed flat (docs/performance.md, "Soak: huge pages").
 /// `PR_SET_THP_DISABLE` stops both the huge page faults and khugepaged for this process.
 #[allow(unsafe_code)]
-pub fn disable_transparent_huge_pages() {
+fn disable_transparent_huge_pages() {
     if std::env::var_os("MIMALLOC_ALLOW_THP").is_some() {
         return;
     }
@@ -67,16 +66,16 @@ pub fn disable_transparent_huge_pages() {
     let _ = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
 }
 
-/// The purge delay in force (ms; -1: never).
-#[allow(unsafe_code, clippy::useless_conversion)] // c_long is i32 on some targets
-pub fn purge_delay_ms() -> i64 {
-    // SAFETY: reads an option's value.
-    i64::from(unsafe { libmimalloc_sys::mi_option_get(PURGE_DELAY) })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The purge delay in force (ms; -1: never).
+    #[allow(unsafe_code, clippy::useless_conversion)] // c_long is i32 on some targets
+    fn purge_delay_ms() -> i64 {
+        // SAFETY: reads an option's value.
+        i64::from(unsafe { libmimalloc_sys::mi_option_get(PURGE_DELAY) })
+    }
 
     #[test]
     fn the_purge_delay_is_the_option_set() {
