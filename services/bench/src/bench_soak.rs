@@ -250,6 +250,15 @@ async fn soak(
     Ok(())
 }
 
+/// The `rss_flat` verdict: whether RSS grew (`growth_mib`, over the second half at its slope) by
+/// less than [`FLAT_SHARE`] of the start; none under [`FLAT_MIN_MINUTES`] or without both figures.
+fn flat_verdict(minutes: f64, growth_mib: Option<f64>, start_mib: Option<f64>) -> Option<bool> {
+    match (growth_mib, start_mib) {
+        (Some(g), Some(start)) if minutes >= FLAT_MIN_MINUTES => Some(g < FLAT_SHARE * start),
+        _ => None,
+    }
+}
+
 fn mib(kb: u64) -> f64 {
     kb as f64 / 1024.0
 }
@@ -293,10 +302,7 @@ fn report(
         last.map_or(0.0, |i| i.p99_ms)
     );
     let growth = slope.map(|s| s * args.minutes / 2.0);
-    let flat = match (growth, started) {
-        (Some(g), Some(s)) if args.minutes >= FLAT_MIN_MINUTES => Some(g < FLAT_SHARE * mib(s.rss_kb)),
-        _ => None,
-    };
+    let flat = flat_verdict(args.minutes, growth, started.map(|s| mib(s.rss_kb)));
     if let (Some(s), Some(e)) = (started, ended) {
         println!(
             "  server RSS: start {:.1} MiB (anon {:.1}, file {:.1}), end {:.1} MiB (anon {:.1}, file {:.1}), peak {:.1} MiB sampled ({:.1} MiB VmHWM), threads {} -> {}",
@@ -586,5 +592,22 @@ impl Load {
         }
         let error_codes = codes.lock().map(|c| c.clone()).unwrap_or_default();
         Ok(LoadRun { intervals, total: total.stats(seconds, seconds), samples, error_codes })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::flat_verdict;
+
+    #[test]
+    fn short_soaks_get_no_verdict() {
+        // The 7-minute run that passed the rule at +12.7 MiB/min (44 MiB over 3.5 minutes).
+        assert_eq!(flat_verdict(7.0, Some(44.4), Some(931.0)), None);
+        assert_eq!(flat_verdict(29.9, Some(0.0), Some(900.0)), None);
+        // Two hours at +1.50 MiB/min from 862 MiB: 90 MiB, 10.4%.
+        assert_eq!(flat_verdict(120.0, Some(89.9), Some(861.8)), Some(false));
+        // An hour at +1.43 MiB/min from 864 MiB: 43 MiB, 4.9%.
+        assert_eq!(flat_verdict(60.0, Some(42.9), Some(864.0)), Some(true));
+        assert_eq!(flat_verdict(60.0, None, Some(864.0)), None);
     }
 }
