@@ -365,7 +365,7 @@ impl SearchIndex {
             };
             match best_chunk.get(&e.id) {
                 Some(c) => {
-                    let stored = idx.stored(searcher_of(searchers, c)?, c.addr)?;
+                    let stored = stored_chunk(idx, searchers, c)?;
                     hit.lines = stored.lines;
                     hit.source = stored.source;
                     hit.chunk = stored.chunk;
@@ -426,15 +426,18 @@ impl SearchIndex {
     }
 }
 
-/// The searcher a chunk was found in: the committed index or one of the query's fresh parts.
-fn searcher_of<'a>(
-    (main, fresh): (&'a tantivy::Searcher, &'a [crate::fresh::Part]),
+/// The stored fields of a chunk, from the committed index or from the query's fresh part it was
+/// found in.
+fn stored_chunk(
+    idx: &NamespaceIndex,
+    (main, fresh): (&tantivy::Searcher, &[crate::fresh::Part]),
     c: &ChunkHit,
-) -> Result<&'a tantivy::Searcher, IndexError> {
+) -> Result<crate::namespace_index::StoredChunk, IndexError> {
     match c.fresh {
-        None => Ok(main),
+        None => idx.stored(main, c.addr),
         Some(i) => {
-            fresh.get(i).map(|p| &p.searcher).ok_or_else(|| IndexError::Task("a fresh hit without its part".into()))
+            let part = fresh.get(i).ok_or_else(|| IndexError::Task("a fresh hit without its part".into()))?;
+            idx.stored_fresh(part, c.addr)
         }
     }
 }
@@ -453,7 +456,7 @@ fn artifact_chunks(r: &Ranking) -> Result<HashMap<Uuid, ArtifactChunk>, IndexErr
         if crate::doc::is_event_chunk_key(&e.event_id, c.doc_key, EVENT_CHUNKS_KNOWN) {
             continue;
         }
-        let stored = r.idx.stored(searcher_of((&r.searcher, &r.fresh), c)?, c.addr)?;
+        let stored = stored_chunk(&r.idx, (&r.searcher, &r.fresh), c)?;
         if stored.source == "artifact" {
             out.insert(
                 e.event_id,

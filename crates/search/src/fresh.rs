@@ -3,12 +3,19 @@
 //! A query over a few sessions first catches those sessions up (read-your-writes). Committing
 //! that catch-up made a segment per agent turn: at 64 turns/s the index's commits, segment files
 //! and merges took about a third of the machine. Now a catch-up keeps its documents here, as a
-//! small in-RAM segment per catch-up (a [`Part`]), and a query searches the parts beside the
-//! committed index. A commit hands every part's documents to the writer and commits them: the
-//! background catch-up's every `sync_interval_ms`, or one started as soon as [`FRESH_MAX_DOCS`] or
-//! [`FRESH_MAX_PARTS`] wait or the oldest is [`FRESH_MAX_AGE`] old. Commits run beside the
-//! catch-ups, not under their lock: a query never waits for one (it did, and the agent loop's
-//! tail was its commits).
+//! [`Part`] per catch-up, and a query searches the parts beside the committed index. A commit
+//! hands every part's documents to the writer and commits them: the background catch-up's every
+//! `sync_interval_ms`, or one started as soon as [`FRESH_MAX_DOCS`] or [`FRESH_MAX_PARTS`] wait or
+//! the oldest is [`FRESH_MAX_AGE`] old. Commits run beside the catch-ups, not under their lock: a
+//! query never waits for one (it did, and the agent loop's tail was its commits).
+//!
+//! A part is not a tantivy segment. It was one (an in-RAM single-segment index), and building it
+//! cost about 1.5 ms of CPU whatever it held (a turn's one event, usually), under the namespace's
+//! catch-up lock: tantivy's segment writer starts nine 1 MiB arenas, zeroed, and an FST registry
+//! per indexed field. A part now keeps what the one query that searches parts asks (`body`
+//! postings and lengths, each document's ids, tags and time) in plain maps, and scores with
+//! tantivy's own BM25 weights ([`Bm25Weight`]) and length encoding, so a fresh document scores
+//! as it will once committed (`fresh_documents_score_as_they_will_once_committed`).
 //!
 //! Every part counts in the statistics, whatever sessions the query asks for: the committed
 //! index's and all parts' are summed ([`Combined`]), the statistics of everything the replica has
@@ -18,16 +25,16 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tantivy::directory::RamDirectory;
-use tantivy::query::Bm25StatisticsProvider;
-use tantivy::schema::Field;
-use tantivy::store::Compressor;
-use tantivy::tokenizer::TokenizerManager;
-use tantivy::{IndexBuilder, IndexSettings, ReloadPolicy, Searcher, TantivyDocument, Term};
+use tantivy::fieldnorm::FieldNormReader;
+use tantivy::query::{Bm25StatisticsProvider, Bm25Weight};
+use tantivy::schema::{Field, Value};
+use tantivy::tokenizer::{MAX_TOKEN_LEN, TokenStream};
+use tantivy::{DocAddress, TantivyDocument, Term};
 use uuid::Uuid;
 
-use crate::IndexError;
-use crate::schema::{ANALYZER, analyzer, part_schema};
+use crate::namespace_index::{ChunkHit, stable_score};
+use crate::schema::{Fields, Tag, analyzer, tag_text};
+use crate::{IndexError, SearchFilter};
 
 /// Fresh documents a namespace keeps before a commit starts (a catch-up of more commits itself).
 pub(crate) const FRESH_MAX_DOCS: usize = 2_000;
@@ -40,40 +47,253 @@ pub(crate) const FRESH_MAX_AGE: Duration = Duration::from_secs(2);
 /// Past this many times the limits above, commits are failing or far behind: a catch-up then
 /// commits itself (and reports the error), so fresh documents do not grow without bound.
 const OVERDUE: usize = 4;
-/// Memory for the term table of a part: one catch-up's documents, usually a turn's.
-const SEGMENT_BUDGET: usize = 1 << 18;
 
 /// Whether fresh parts can answer a query at this context weight: they index only the field
-/// that scores at the default weight ([`crate::schema::part_schema`]).
+/// that scores at the default weight (`body`).
 pub(crate) fn parts_answer(context_weight: f32) -> bool {
     context_weight == crate::schema::BODY_CONTEXT_WEIGHT
 }
 
-/// One catch-up's uncommitted documents, as a one-segment in-RAM index, and the documents
-/// themselves for the commit that takes them into the index.
+/// One catch-up's uncommitted documents: what a query reads of them, and the documents
+/// themselves for the commit that takes them into the index (and for a hit's stored fields).
 #[derive(Clone)]
 pub(crate) struct Part {
     /// The sessions it holds documents of, sorted.
     pub sessions: Vec<Uuid>,
-    pub searcher: Searcher,
     pub docs: Arc<Vec<TantivyDocument>>,
+    index: Arc<PartIndex>,
     born: Instant,
 }
 
+/// A part's documents as the default-weight query reads them.
+struct PartIndex {
+    body: Field,
+    /// A `body` term → the documents holding it (ascending) and its frequency in each.
+    postings: HashMap<String, Vec<(u32, u32)>>,
+    /// Each document's `body` length in tokens, encoded as tantivy's field norms are.
+    norms: Vec<u8>,
+    /// `body` tokens of all documents: tantivy's `total_num_tokens` of the field.
+    tokens: u64,
+    docs: Vec<DocIds>,
+}
+
+/// What a hit reports and a filter reads of one document (tantivy's fast columns and `tags`).
+struct DocIds {
+    event: Option<Uuid>,
+    session: Option<Uuid>,
+    seq: u64,
+    doc_key: u64,
+    time: Option<i64>,
+    tags: Vec<String>,
+}
+
+/// What the default-weight query asks of a part: the same as its tantivy form
+/// (`NamespaceIndex::query`), which scores a document the sum of its terms' BM25 scores in
+/// term order, plus 1.0 per filter clause.
+pub(crate) struct PartQuery {
+    /// Distinct `body` terms, sorted, with their weights under the query's statistics.
+    pub terms: Vec<(String, Bm25Weight)>,
+    /// Filter clauses: a document holds one of each clause's `tags` values.
+    pub tags: Vec<Vec<String>>,
+    /// Inclusive bounds on the time (µs since the epoch), when the filter has any.
+    pub time: Option<(Option<i64>, Option<i64>)>,
+}
+
+impl PartQuery {
+    /// What `NamespaceIndex::query` asks at the default context weight: the same terms with the
+    /// weights tantivy's term queries get from `stats`, and the same filter clauses.
+    pub fn new(
+        fields: &Fields,
+        terms: &[String],
+        filter: &SearchFilter,
+        stats: &dyn Bm25StatisticsProvider,
+    ) -> Result<PartQuery, IndexError> {
+        let mut distinct: Vec<&String> = terms.iter().collect();
+        distinct.sort();
+        distinct.dedup();
+        let mut weighted = Vec::with_capacity(distinct.len());
+        for t in distinct {
+            let term = Term::from_field_text(fields.body, t);
+            weighted.push((t.clone(), Bm25Weight::for_terms(stats, std::slice::from_ref(&term))?));
+        }
+        let mut tags = Vec::new();
+        let mut set = |tag, values: Vec<String>| {
+            if !values.is_empty() {
+                tags.push(values.iter().map(|v| tag_text(tag, v)).collect());
+            }
+        };
+        set(Tag::Session, filter.session_ids.iter().map(Uuid::to_string).collect());
+        set(Tag::Task, filter.task_ids.clone());
+        set(Tag::Agent, filter.agent_ids.clone());
+        set(Tag::Kind, filter.kinds.clone());
+        set(Tag::Role, filter.roles.iter().map(|r| r.as_str().to_owned()).collect());
+        let time = (filter.time.from.is_some() || filter.time.to.is_some())
+            .then(|| (filter.time.from.map(|t| t.timestamp_micros()), filter.time.to.map(|t| t.timestamp_micros())));
+        Ok(PartQuery { terms: weighted, tags, time })
+    }
+
+    fn admits(&self, d: &DocIds) -> bool {
+        let tagged = self.tags.iter().all(|any| any.iter().any(|t| d.tags.contains(t)));
+        let timed = match self.time {
+            None => true,
+            Some((from, to)) => d.time.is_some_and(|t| from.is_none_or(|f| t >= f) && to.is_none_or(|u| t <= u)),
+        };
+        tagged && timed
+    }
+
+    fn clauses(&self) -> usize {
+        self.tags.len() + usize::from(self.time.is_some())
+    }
+}
+
 impl Part {
-    /// A part of `docs` (each with its session).
-    pub fn of(docs: Vec<(Uuid, TantivyDocument)>) -> Result<Part, IndexError> {
+    /// A part of `docs` (each with its session), read with the namespace index's `fields` and
+    /// analyzer.
+    pub fn of(docs: Vec<(Uuid, TantivyDocument)>, fields: &Fields) -> Part {
         let mut sessions: Vec<Uuid> = docs.iter().map(|(s, _)| *s).collect();
         sessions.sort_unstable();
         sessions.dedup();
         let docs: Vec<TantivyDocument> = docs.into_iter().map(|(_, d)| d).collect();
-        let searcher = segment(docs.iter().cloned())?;
-        Ok(Part { sessions, searcher, docs: Arc::new(docs), born: Instant::now() })
+        let index = PartIndex::of(&docs, fields);
+        Part { sessions, docs: Arc::new(docs), index: Arc::new(index), born: Instant::now() }
     }
 
     /// Whether it holds documents of any of `sessions` (empty: of any session).
     pub fn holds_any(&self, sessions: &[Uuid]) -> bool {
         sessions.is_empty() || sessions.iter().any(|s| self.sessions.binary_search(s).is_ok())
+    }
+
+    pub fn num_docs(&self) -> u64 {
+        self.docs.len() as u64
+    }
+
+    /// Tokens of `field` in all documents (only `body` is indexed here).
+    pub fn total_num_tokens(&self, field: Field) -> u64 {
+        if field == self.index.body { self.index.tokens } else { 0 }
+    }
+
+    /// Documents holding `term` (a `body` term; no other field is indexed here).
+    pub fn doc_freq(&self, term: &Term) -> u64 {
+        if term.field() != self.index.body {
+            return 0;
+        }
+        term.value().as_str().and_then(|t| self.index.postings.get(t)).map_or(0, |p| p.len() as u64)
+    }
+
+    /// The ids of document `doc`.
+    fn ids(&self, doc: u32) -> Option<&DocIds> {
+        self.index.docs.get(doc as usize)
+    }
+
+    /// The best documents for `q` (this part being the query's `i`-th): at least every one
+    /// scoring as high as the `limit`-th, as `NamespaceIndex::top_hits` answers for the
+    /// committed index.
+    pub fn hits(&self, q: &PartQuery, limit: usize, i: usize) -> Vec<ChunkHit> {
+        let mut found: Vec<(f32, u32, u64)> = self
+            .matches(q)
+            .into_iter()
+            .map(|(s, doc)| (stable_score(s), doc, self.ids(doc).map_or(0, |d| d.doc_key)))
+            .collect();
+        found.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.2.cmp(&b.2)));
+        if let Some(cut) = limit.checked_sub(1).and_then(|l| found.get(l)).map(|t| t.0) {
+            found.retain(|t| t.0 >= cut);
+        }
+        found
+            .into_iter()
+            .filter_map(|(score, doc, doc_key)| {
+                let ids = self.ids(doc)?;
+                Some(ChunkHit {
+                    addr: DocAddress::new(0, doc),
+                    score,
+                    doc_key,
+                    event_id: ids.event?,
+                    session: ids.session.unwrap_or_default(),
+                    seq: ids.seq,
+                    fresh: Some(i),
+                })
+            })
+            .collect()
+    }
+
+    /// The documents `q` matches, with their scores (not rounded), in document order.
+    fn matches(&self, q: &PartQuery) -> Vec<(f32, u32)> {
+        let idx = &self.index;
+        let mut scores: Vec<Option<f32>> = vec![None; idx.docs.len()];
+        let admitted: Vec<bool> = idx.docs.iter().map(|d| q.admits(d)).collect();
+        for (term, weight) in &q.terms {
+            for &(doc, tf) in idx.postings.get(term.as_str()).map_or(&[][..], Vec::as_slice) {
+                let d = doc as usize;
+                if admitted.get(d) != Some(&true) {
+                    continue;
+                }
+                let norm = idx.norms.get(d).copied().unwrap_or(0);
+                if let Some(s) = scores.get_mut(d) {
+                    // Summed from 0 in term order, as tantivy's union of term scorers sums.
+                    *s = Some(s.unwrap_or(0.0) + weight.score(norm, tf));
+                }
+            }
+        }
+        let bonus = q.clauses();
+        scores
+            .into_iter()
+            .enumerate()
+            .filter_map(|(d, s)| {
+                let mut s = s?;
+                for _ in 0..bonus {
+                    s += 1.0;
+                }
+                Some((s, d as u32))
+            })
+            .collect()
+    }
+}
+
+impl PartIndex {
+    fn of(docs: &[TantivyDocument], f: &Fields) -> PartIndex {
+        let mut analyzer = analyzer();
+        let mut postings: HashMap<String, Vec<(u32, u32)>> = HashMap::new();
+        let mut norms = Vec::with_capacity(docs.len());
+        let mut tokens = 0u64;
+        let mut ids = Vec::with_capacity(docs.len());
+        let mut freqs: HashMap<String, u32> = HashMap::new();
+        for (d, doc) in docs.iter().enumerate() {
+            // As tantivy indexes a text field: every value's tokens, one length for all of them,
+            // tokens over its maximum length dropped (the analyzer drops them far earlier).
+            let mut n = 0u32;
+            for v in doc.get_all(f.body) {
+                let Some(text) = v.as_str() else { continue };
+                let mut stream = analyzer.token_stream(text);
+                while stream.advance() {
+                    let t = &stream.token().text;
+                    if t.len() > MAX_TOKEN_LEN {
+                        continue;
+                    }
+                    n += 1;
+                    match freqs.get_mut(t.as_str()) {
+                        Some(c) => *c += 1,
+                        None => {
+                            freqs.insert(t.clone(), 1);
+                        }
+                    }
+                }
+            }
+            for (t, tf) in freqs.drain() {
+                postings.entry(t).or_default().push((d as u32, tf));
+            }
+            norms.push(FieldNormReader::fieldnorm_to_id(n));
+            tokens += u64::from(n);
+            let u64_of = |field| doc.get_first(field).and_then(|v| v.as_u64());
+            let uuid_of = |hi, lo| Some(Uuid::from_u64_pair(u64_of(hi)?, u64_of(lo)?));
+            ids.push(DocIds {
+                event: uuid_of(f.event_hi, f.event_lo),
+                session: uuid_of(f.session_hi, f.session_lo),
+                seq: u64_of(f.seq).unwrap_or(0),
+                doc_key: u64_of(f.doc_key).unwrap_or(0),
+                time: doc.get_first(f.time).and_then(|v| v.as_i64()),
+                tags: doc.get_all(f.tags).filter_map(|v| v.as_str().map(str::to_owned)).collect(),
+            });
+        }
+        PartIndex { body: f.body, postings, norms, tokens, docs: ids }
     }
 }
 
@@ -127,31 +347,6 @@ impl Fresh {
     }
 }
 
-/// A one-segment in-RAM index of `docs`, with the namespace index's fields and analyzer (so its
-/// field ids and terms are the same; see [`part_schema`] for what it indexes), and a searcher over it.
-fn segment(docs: impl Iterator<Item = TantivyDocument>) -> Result<Searcher, IndexError> {
-    let tokenizers = TokenizerManager::default();
-    tokenizers.register(ANALYZER, analyzer());
-    // A part is read in place and never merged (a commit adds its documents to the index's
-    // writer): its doc store is not compressed, and not on a thread of its own (tantivy starts
-    // one per store writer by default: a thread per agent turn).
-    let settings = IndexSettings {
-        docstore_compression: Compressor::None,
-        docstore_compress_dedicated_thread: false,
-        ..IndexSettings::default()
-    };
-    let mut writer = IndexBuilder::new()
-        .schema(part_schema())
-        .settings(settings)
-        .tokenizers(tokenizers)
-        .single_segment_index_writer(RamDirectory::create(), SEGMENT_BUDGET)?;
-    for d in docs {
-        writer.add_document(d)?;
-    }
-    let index = writer.finalize()?;
-    Ok(index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?.searcher())
-}
-
 /// The committed index's statistics and every fresh part's, summed: the statistics of one index
 /// holding them all. Remembered per term for the query (every part's weight asks again).
 pub(crate) struct Combined<'a> {
@@ -170,7 +365,7 @@ impl Bm25StatisticsProvider for Combined<'_> {
     fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
         let mut n = self.main.total_num_tokens(field)?;
         for p in self.parts {
-            n += p.searcher.total_num_tokens(field)?;
+            n += p.total_num_tokens(field);
         }
         Ok(n)
     }
@@ -178,7 +373,7 @@ impl Bm25StatisticsProvider for Combined<'_> {
     fn total_num_docs(&self) -> tantivy::Result<u64> {
         let mut n = self.main.total_num_docs()?;
         for p in self.parts {
-            n += Bm25StatisticsProvider::total_num_docs(&p.searcher)?;
+            n += p.num_docs();
         }
         Ok(n)
     }
@@ -189,7 +384,7 @@ impl Bm25StatisticsProvider for Combined<'_> {
         }
         let mut n = self.main.doc_freq(term)?;
         for p in self.parts {
-            n += p.searcher.doc_freq(term)?;
+            n += p.doc_freq(term);
         }
         if let Ok(mut m) = self.doc_freq.lock() {
             m.insert(term.clone(), n);
@@ -199,157 +394,4 @@ impl Bm25StatisticsProvider for Combined<'_> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use memex_rank::ChunkOptions;
-
-    use crate::SearchFilter;
-    use crate::namespace_index::tests::event_in;
-    use crate::namespace_index::{ChunkHit, NamespaceIndex};
-
-    /// Fresh documents are found with the scores they get once committed, whether the query asks
-    /// for the whole namespace or for one session (whose query still counts the other session's
-    /// fresh documents in its statistics). The committed index does not see them until a commit.
-    #[tokio::test]
-    async fn fresh_documents_score_as_they_will_once_committed() {
-        let base = std::env::temp_dir().join(format!("memex-fresh-{}", uuid::Uuid::now_v7().simple()));
-        let texts = [
-            (1, "the parser fails on nested brackets"),
-            (1, "fixed the lexer, all tests pass"),
-            (2, "parser error again in the nested case"),
-            (1, "nested brackets parse now"),
-            (2, "unrelated note about deployment"),
-        ];
-        let events: Vec<_> = texts.iter().enumerate().map(|(i, (s, t))| event_in(*s, i as u64 + 1, t)).collect();
-        let docs = |range: std::ops::Range<usize>| {
-            events[range]
-                .iter()
-                .flat_map(|e| crate::doc::event_docs(e, None, None, ChunkOptions::default(), ""))
-                .collect()
-        };
-        let terms = memex_rank::query_terms("nested parser");
-        let session_1 = SearchFilter { session_ids: vec![uuid::Uuid::from_u128(1)], ..SearchFilter::default() };
-        let scored = |hits: Vec<ChunkHit>| -> Vec<(uuid::Uuid, f32, Option<usize>)> {
-            hits.into_iter().map(|h| (h.event_id, h.score, h.fresh)).collect()
-        };
-        let strip = |v: &[(uuid::Uuid, f32, Option<usize>)]| v.iter().map(|(id, s, _)| (*id, *s)).collect::<Vec<_>>();
-
-        // Everything committed.
-        let (all, _) = NamespaceIndex::open(&base.join("all"), uuid::Uuid::from_u128(9)).unwrap();
-        all.add(&all.writing().await, docs(0..5)).await.unwrap();
-        all.commit(&all.writing().await).await.unwrap();
-        let (s, none) = all.snapshot().unwrap();
-        assert!(none.is_empty());
-        let committed = scored(all.search(&terms, &SearchFilter::default(), 10, 0.5, &s, &[]).unwrap());
-        let committed_1 = scored(all.search(&terms, &session_1, 10, 0.5, &s, &[]).unwrap());
-        assert_eq!(committed.len(), 3, "{committed:?}");
-        assert_eq!(committed_1.len(), 2, "{committed_1:?}");
-
-        // The first two committed, the rest fresh in two catch-ups (two parts).
-        let (part, _) = NamespaceIndex::open(&base.join("part"), uuid::Uuid::from_u128(9)).unwrap();
-        part.add(&part.writing().await, docs(0..2)).await.unwrap();
-        part.commit(&part.writing().await).await.unwrap();
-        part.add_fresh(docs(2..3)).await.unwrap();
-        part.add_fresh(docs(3..5)).await.unwrap();
-        assert!(part.has_fresh().unwrap());
-        let (s, parts) = part.snapshot().unwrap();
-        assert_eq!(s.num_docs(), 2, "fresh documents are not committed");
-        assert_eq!(parts.len(), 2);
-        let found = scored(part.search(&terms, &SearchFilter::default(), 10, 0.5, &s, &parts).unwrap());
-        assert_eq!(strip(&found), strip(&committed));
-        assert_eq!(found.iter().filter(|h| h.2.is_some()).count(), 2, "two of the hits are fresh: {found:?}");
-        // A query for session 1 finds session 1's, with the same scores: session 2's part counts
-        // in the statistics though none of its documents can match.
-        let found_1 = scored(part.search(&terms, &session_1, 10, 0.5, &s, &parts).unwrap());
-        assert_eq!(strip(&found_1), strip(&committed_1));
-        // At another context weight the parts cannot score (they do not index `text`): only
-        // committed documents are searched.
-        let other = part.search(&terms, &SearchFilter::default(), 10, 0.0, &s, &parts).unwrap();
-        assert!(!other.is_empty() && other.iter().all(|h| h.fresh.is_none()), "{other:?}");
-
-        // A commit takes them into the index and forgets them.
-        part.commit(&part.writing().await).await.unwrap();
-        assert!(!part.has_fresh().unwrap());
-        let (s, none) = part.snapshot().unwrap();
-        assert!(none.is_empty());
-        assert_eq!(s.num_docs(), 5);
-        let after = scored(part.search(&terms, &SearchFilter::default(), 10, 0.5, &s, &[]).unwrap());
-        assert_eq!(after, committed);
-        let _ = std::fs::remove_dir_all(base);
-    }
-
-    /// Commits run beside catch-ups that add parts, and a searcher never sees a document twice
-    /// or misses one: a commit reloads the reader and forgets the parts it took at once, and the
-    /// parts added while it ran stay fresh for the next. A query holding no lock but the
-    /// watermarks' (as a catch-up does) is not held up by a commit's lock.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn commits_beside_catch_ups_show_every_document_exactly_once() {
-        use std::sync::Arc;
-        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-        const N: usize = 150;
-        let base = std::env::temp_dir().join(format!("memex-fresh-{}", uuid::Uuid::now_v7().simple()));
-        let (idx, _) = NamespaceIndex::open(&base, uuid::Uuid::from_u128(9)).unwrap();
-        let idx = Arc::new(idx);
-        // Parts added (after `add_fresh` returned) and begun (before it was called).
-        let added = Arc::new(AtomicUsize::new(0));
-        let begun = Arc::new(AtomicUsize::new(1));
-        let done = Arc::new(AtomicBool::new(false));
-
-        // A catch-up's documents go fresh while another task holds the writer.
-        {
-            let held = idx.writing().await;
-            let e = event_in(1, 1, "first event while a commit is under way");
-            let docs = crate::doc::event_docs(&e, None, None, ChunkOptions::default(), "");
-            tokio::time::timeout(std::time::Duration::from_secs(10), idx.add_fresh(docs))
-                .await
-                .expect("adding fresh documents does not wait for the writer")
-                .unwrap();
-            added.store(1, Ordering::SeqCst);
-            drop(held);
-        }
-
-        let adder = {
-            let (idx, added, begun) = (idx.clone(), added.clone(), begun.clone());
-            tokio::spawn(async move {
-                for i in 2..=N {
-                    let e = event_in((i % 3) as u128 + 1, i as u64, &format!("event number {i} of the run"));
-                    let _marks = idx.state.lock().await;
-                    begun.store(i, Ordering::SeqCst);
-                    idx.add_fresh(crate::doc::event_docs(&e, None, None, ChunkOptions::default(), "")).await.unwrap();
-                    added.store(i, Ordering::SeqCst);
-                }
-            })
-        };
-        let committer = {
-            let (idx, done) = (idx.clone(), done.clone());
-            tokio::spawn(async move {
-                let mut commits = 0;
-                while !done.load(Ordering::SeqCst) {
-                    idx.commit(&idx.writing().await).await.unwrap();
-                    commits += 1;
-                    tokio::task::yield_now().await;
-                }
-                commits
-            })
-        };
-        let mut checks = 0;
-        while added.load(Ordering::SeqCst) < N {
-            let before = added.load(Ordering::SeqCst);
-            let (s, parts) = idx.snapshot().unwrap();
-            let after = begun.load(Ordering::SeqCst);
-            let seen = s.num_docs() as usize + parts.iter().map(|p| p.searcher.num_docs() as usize).sum::<usize>();
-            assert!(before <= seen && seen <= after, "{before} <= {seen} <= {after}");
-            checks += 1;
-            tokio::task::yield_now().await;
-        }
-        adder.await.unwrap();
-        done.store(true, Ordering::SeqCst);
-        let commits = committer.await.unwrap();
-        assert!(commits > 1 && checks > 1, "{commits} commits, {checks} checks");
-        idx.commit(&idx.writing().await).await.unwrap();
-        let (s, parts) = idx.snapshot().unwrap();
-        assert!(parts.is_empty());
-        assert_eq!(s.num_docs() as usize, N);
-        let _ = std::fs::remove_dir_all(base);
-    }
-}
+mod tests;

@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use crate::collect::{StatsCache, top_scored};
 use crate::doc::DocSpec;
-use crate::fresh::{Combined, Fresh, Part};
+use crate::fresh::{Combined, Fresh, Part, PartQuery};
 use crate::schema::{ANALYZER, BODY_CONTEXT_WEIGHT, Fields, SCHEMA_VERSION, Tag, analyzer, schema, tag_text};
 use memex_pointer::LineRange;
 
@@ -261,10 +261,10 @@ impl NamespaceIndex {
         }
         let (fields, ns) = (self.fields, self.ns.to_string());
         let part = tokio::task::spawn_blocking(move || {
-            Part::of(docs.into_iter().map(|d| (d.session, to_document(&fields, &ns, d))).collect())
+            Part::of(docs.into_iter().map(|d| (d.session, to_document(&fields, &ns, d))).collect(), &fields)
         })
         .await
-        .map_err(|e| IndexError::Task(e.to_string()))??;
+        .map_err(|e| IndexError::Task(e.to_string()))?;
         self.fresh_lock()?.add(part);
         Ok(())
     }
@@ -410,10 +410,13 @@ impl NamespaceIndex {
         let cached = self.stats.of(searcher);
         let combined = Combined::new(&cached, fresh);
         let stats: &dyn Bm25StatisticsProvider = if fresh.is_empty() { &cached } else { &combined };
-        let mut hits = self.top_hits(searcher, stats, &query, limit, sessions.as_deref(), None)?;
-        for (i, part) in fresh.iter().enumerate() {
-            if part.holds_any(&filter.session_ids) {
-                hits.extend(self.top_hits(&part.searcher, stats, &query, limit, sessions.as_deref(), Some(i))?);
+        let mut hits = self.top_hits(searcher, stats, &query, limit, sessions.as_deref())?;
+        if !fresh.is_empty() {
+            let q = PartQuery::new(&self.fields, terms, filter, stats)?;
+            for (i, part) in fresh.iter().enumerate() {
+                if part.holds_any(&filter.session_ids) {
+                    hits.extend(part.hits(&q, limit, i));
+                }
             }
         }
         hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.doc_key.cmp(&b.doc_key)));
@@ -428,7 +431,6 @@ impl NamespaceIndex {
         query: &BooleanQuery,
         limit: usize,
         sessions: Option<&[Term]>,
-        fresh: Option<usize>,
     ) -> Result<Vec<ChunkHit>, IndexError> {
         let mut n = limit;
         let top = loop {
@@ -445,17 +447,13 @@ impl NamespaceIndex {
         for (score, addr) in top {
             let c = match cols.entry(addr.segment_ord) {
                 std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-                // A fresh part lives until the next commit: its columns are not worth caching.
-                std::collections::hash_map::Entry::Vacant(v) if fresh.is_some() => {
-                    v.insert(Arc::new(IdColumns::open(searcher.segment_reader(addr.segment_ord))?))
-                }
                 std::collections::hash_map::Entry::Vacant(v) => v.insert(self.id_columns(searcher, addr.segment_ord)?),
             };
             let Some(event_id) = c.event(addr.doc_id) else { continue };
             let doc_key = c.doc_key.first(addr.doc_id).unwrap_or(0);
             let seq = c.seq.first(addr.doc_id).unwrap_or(0);
             let session = c.session(addr.doc_id).unwrap_or_default();
-            hits.push(ChunkHit { addr, score: stable_score(score), doc_key, event_id, session, seq, fresh });
+            hits.push(ChunkHit { addr, score: stable_score(score), doc_key, event_id, session, seq, fresh: None });
         }
         Ok(hits)
     }
@@ -523,7 +521,12 @@ impl NamespaceIndex {
                 Some(t) => Bound::Included(Term::from_field_i64(f.time, t.timestamp_micros())),
                 None => Bound::Unbounded,
             };
-            clauses.push((Occur::Must, Box::new(RangeQuery::new(bound(filter.time.from), bound(filter.time.to)))));
+            // Wrapped so that it scores 1.0 like the other filters in every segment: where a
+            // segment's times all lie in the range, tantivy answers a bare range with a match-all
+            // scorer, which a boolean query drops from its intersection, score and all, and a
+            // document's score then depended on the segment it sat in.
+            let range = RangeQuery::new(bound(filter.time.from), bound(filter.time.to));
+            clauses.push((Occur::Must, Box::new(ConstScoreQuery::new(Box::new(range), 1.0))));
         }
         BooleanQuery::new(clauses)
     }
@@ -565,17 +568,28 @@ impl NamespaceIndex {
     /// The stored fields of a chunk matched in `searcher`.
     pub fn stored(&self, searcher: &Searcher, addr: DocAddress) -> Result<StoredChunk, IndexError> {
         let doc: TantivyDocument = searcher.doc(addr)?;
+        Ok(self.stored_of(&doc))
+    }
+
+    /// The stored fields of the document of fresh part `part` that `addr` names.
+    pub fn stored_fresh(&self, part: &Part, addr: DocAddress) -> Result<StoredChunk, IndexError> {
+        let doc =
+            part.docs.get(addr.doc_id as usize).ok_or_else(|| IndexError::Task("a fresh hit past its part".into()))?;
+        Ok(self.stored_of(doc))
+    }
+
+    fn stored_of(&self, doc: &TantivyDocument) -> StoredChunk {
         let f = &self.fields;
         let text = |field| doc.get_first(field).and_then(|v| v.as_str()).unwrap_or_default().to_owned();
         let num = |field| doc.get_first(field).and_then(|v| v.as_u64()).unwrap_or(0);
-        Ok(StoredChunk {
+        StoredChunk {
             source: text(f.source),
             chunk: num(f.chunk) as u32,
             lines: stored_lines(num(f.first_line), num(f.last_line)),
             chunk_first_line: num(f.chunk_first_line) as u32,
             chunk_last_line: num(f.chunk_last_line) as u32,
             text: text(f.text),
-        })
+        }
     }
 }
 
@@ -585,7 +599,7 @@ impl NamespaceIndex {
 /// one in the last bits: seen as one hit ranked 5th in one index and 12th in the other. Rounded,
 /// the scores agree (unless a last-bit difference straddles a rounding step, 2^-9 as likely) and
 /// ties fall to `doc_key`. Scores are positive and finite: the rounding carries into the exponent.
-fn stable_score(s: f32) -> f32 {
+pub(crate) fn stable_score(s: f32) -> f32 {
     f32::from_bits((s.to_bits() + 0x100) & !0x1FF)
 }
 

@@ -98,30 +98,15 @@ impl Fields {
 }
 
 pub fn schema() -> (Schema, Fields) {
-    build(false)
+    build()
 }
 
-/// The schema of a fresh part (see `crate::fresh`): the same fields with the same ids, but only
-/// those indexed that a part is searched on: `tags` (filters) and `body` (scores at the default
-/// context weight). Each indexed field costs a segment a term dictionary and its registry, a
-/// fixed cost a part of one turn's documents paid five times; a query at another context weight
-/// commits the parts and searches the index alone (`SearchIndex::ranking`). `time` is filtered
-/// through its fast column in either schema.
-pub fn part_schema() -> Schema {
-    build(true).0
-}
-
-fn build(part: bool) -> (Schema, Fields) {
+fn build() -> (Schema, Fields) {
     let mut b = Schema::builder();
     let indexed_only = TextOptions::default().set_indexing_options(
         TextFieldIndexing::default().set_tokenizer(ANALYZER).set_index_option(IndexRecordOption::WithFreqs),
     );
-    let (text_options, context_options) = if part {
-        (TextOptions::default().set_stored(), TextOptions::default())
-    } else {
-        (indexed_only.clone().set_stored(), indexed_only.clone())
-    };
-    let time_options: NumericOptions = if part { (STORED | FAST).into() } else { (INDEXED | STORED | FAST).into() };
+    let time_options: NumericOptions = (INDEXED | STORED | FAST).into();
     // Only what queries filter or score on is indexed, and the filters share one field. Every
     // indexed field gets its own term dictionary in every segment, and starting one costs about a
     // megabyte of writes (tantivy-fst's registry) whatever it holds: with 13 indexed fields, a
@@ -145,8 +130,8 @@ fn build(part: bool) -> (Schema, Fields) {
         chunk_first_line: b.add_u64_field("chunk_first_line", STORED),
         chunk_last_line: b.add_u64_field("chunk_last_line", STORED),
         doc_key: b.add_u64_field("doc_key", FAST),
-        text: b.add_text_field("text", text_options),
-        context: b.add_text_field("context", context_options),
+        text: b.add_text_field("text", indexed_only.clone().set_stored()),
+        context: b.add_text_field("context", indexed_only.clone()),
         body: b.add_text_field("body", indexed_only),
     };
     (b.build(), fields)
