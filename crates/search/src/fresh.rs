@@ -92,11 +92,11 @@ struct DocIds {
 /// term order, plus 1.0 per filter clause.
 pub(crate) struct PartQuery {
     /// Distinct `body` terms, sorted, with their weights under the query's statistics.
-    pub terms: Vec<(String, Bm25Weight)>,
+    terms: Vec<(String, Bm25Weight)>,
     /// Filter clauses: a document holds one of each clause's `tags` values.
-    pub tags: Vec<Vec<String>>,
+    tags: Vec<Vec<String>>,
     /// Inclusive bounds on the time (µs since the epoch), when the filter has any.
-    pub time: Option<(Option<i64>, Option<i64>)>,
+    time: Option<(Option<i64>, Option<i64>)>,
 }
 
 impl PartQuery {
