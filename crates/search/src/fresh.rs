@@ -32,8 +32,8 @@ use tantivy::tokenizer::{MAX_TOKEN_LEN, TokenStream};
 use tantivy::{DocAddress, TantivyDocument, Term};
 use uuid::Uuid;
 
-use crate::namespace_index::{ChunkHit, stable_score};
-use crate::schema::{Fields, Tag, analyzer, tag_text};
+use crate::namespace_index::{ChunkHit, distinct_terms, stable_score};
+use crate::schema::{Fields, analyzer, tag_text};
 use crate::{IndexError, SearchFilter};
 
 /// Fresh documents a namespace keeps before a commit starts (a catch-up of more commits itself).
@@ -108,27 +108,17 @@ impl PartQuery {
         filter: &SearchFilter,
         stats: &dyn Bm25StatisticsProvider,
     ) -> Result<PartQuery, IndexError> {
-        let mut distinct: Vec<&String> = terms.iter().collect();
-        distinct.sort();
-        distinct.dedup();
-        let mut weighted = Vec::with_capacity(distinct.len());
-        for t in distinct {
+        let mut weighted = Vec::new();
+        for t in distinct_terms(terms) {
             let term = Term::from_field_text(fields.body, t);
             weighted.push((t.clone(), Bm25Weight::for_terms(stats, std::slice::from_ref(&term))?));
         }
-        let mut tags = Vec::new();
-        let mut set = |tag, values: Vec<String>| {
-            if !values.is_empty() {
-                tags.push(values.iter().map(|v| tag_text(tag, v)).collect());
-            }
-        };
-        set(Tag::Session, filter.session_ids.iter().map(Uuid::to_string).collect());
-        set(Tag::Task, filter.task_ids.clone());
-        set(Tag::Agent, filter.agent_ids.clone());
-        set(Tag::Kind, filter.kinds.clone());
-        set(Tag::Role, filter.roles.iter().map(|r| r.as_str().to_owned()).collect());
-        let time = (filter.time.from.is_some() || filter.time.to.is_some())
-            .then(|| (filter.time.from.map(|t| t.timestamp_micros()), filter.time.to.map(|t| t.timestamp_micros())));
+        let tags = filter
+            .tag_clauses()
+            .into_iter()
+            .map(|(tag, values)| values.iter().map(|v| tag_text(tag, v)).collect())
+            .collect();
+        let time = filter.time_micros();
         Ok(PartQuery { terms: weighted, tags, time })
     }
 
@@ -189,23 +179,19 @@ impl Part {
     /// scoring as high as the `limit`-th, as `NamespaceIndex::top_hits` answers for the
     /// committed index.
     pub fn hits(&self, q: &PartQuery, limit: usize, i: usize) -> Vec<ChunkHit> {
-        let mut found: Vec<(f32, u32, u64)> = self
-            .matches(q)
-            .into_iter()
-            .map(|(s, doc)| (stable_score(s), doc, self.ids(doc).map_or(0, |d| d.doc_key)))
-            .collect();
-        found.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.2.cmp(&b.2)));
+        let mut found: Vec<(f32, u32, &DocIds)> =
+            self.matches(q).into_iter().filter_map(|(s, doc)| Some((stable_score(s), doc, self.ids(doc)?))).collect();
+        found.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.2.doc_key.cmp(&b.2.doc_key)));
         if let Some(cut) = limit.checked_sub(1).and_then(|l| found.get(l)).map(|t| t.0) {
             found.retain(|t| t.0 >= cut);
         }
         found
             .into_iter()
-            .filter_map(|(score, doc, doc_key)| {
-                let ids = self.ids(doc)?;
+            .filter_map(|(score, doc, ids)| {
                 Some(ChunkHit {
                     addr: DocAddress::new(0, doc),
                     score,
-                    doc_key,
+                    doc_key: ids.doc_key,
                     event_id: ids.event?,
                     session: ids.session.unwrap_or_default(),
                     seq: ids.seq,

@@ -6,6 +6,8 @@ use uuid::Uuid;
 
 use memex_pointer::LineRange;
 
+use crate::schema::Tag;
+
 /// Inclusive bounds on event time; either side may be open.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TimeRange {
@@ -33,6 +35,26 @@ impl SearchFilter {
 
     pub fn names_few_sessions(&self) -> bool {
         (1..=Self::FEW_SESSIONS).contains(&self.session_ids.len())
+    }
+
+    /// Its conditions on the index's `tags`, in the order a query applies them: each kind that
+    /// has values, with its values. The committed index's query and a fresh part's both read
+    /// them here, so the two filter alike.
+    pub(crate) fn tag_clauses(&self) -> Vec<(Tag, Vec<String>)> {
+        let clauses = [
+            (Tag::Session, self.session_ids.iter().map(Uuid::to_string).collect()),
+            (Tag::Task, self.task_ids.clone()),
+            (Tag::Agent, self.agent_ids.clone()),
+            (Tag::Kind, self.kinds.clone()),
+            (Tag::Role, self.roles.iter().map(|r| r.as_str().to_owned()).collect()),
+        ];
+        clauses.into_iter().filter(|(_, values): &(Tag, Vec<String>)| !values.is_empty()).collect()
+    }
+
+    /// Its time bounds in microseconds since the epoch (the index's `time`), when it has any.
+    pub(crate) fn time_micros(&self) -> Option<(Option<i64>, Option<i64>)> {
+        let (from, to) = (self.time.from, self.time.to);
+        (from.is_some() || to.is_some()).then(|| (from.map(|t| t.timestamp_micros()), to.map(|t| t.timestamp_micros())))
     }
 }
 
