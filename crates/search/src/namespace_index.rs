@@ -30,6 +30,14 @@ const VERSION_FILE: &str = "memex-index.json";
 /// Memory the writer may buffer before flushing a segment (tantivy's minimum is 15 MB per thread).
 const WRITER_BUDGET: usize = 96 * 1024 * 1024;
 
+/// Indexing threads of a serving index's writer. tantivy joins its indexing threads at every
+/// commit and starts new ones, and a segment's doc store started a compressor thread of its own:
+/// at the background catch-up's commit a second, 120 threads a minute under a soak. A thread that
+/// ends leaves its allocator pages to be taken over by others, and each commit's documents
+/// were split over two threads into two segments (two to merge). A serving commit holds a
+/// second's events: one thread writes them as one segment.
+const SERVING_THREADS: usize = 1;
+
 pub(crate) struct NamespaceIndex {
     pub ns: Uuid,
     reader: IndexReader,
@@ -160,7 +168,16 @@ impl NamespaceIndex {
                 (Self::create(dir, ns)?, true)
             }
         };
-        Self::from_index(index, ns).map(|i| (i, created))
+        Self::from_index(index, ns, SERVING_THREADS).map(|i| (i, created))
+    }
+
+    /// A fresh empty index in `dir` (whatever was there is deleted), opened to be filled from
+    /// Postgres: its writer has an indexing thread per core (two at most), as a rebuild is
+    /// CPU-bound in tantivy. It is dropped once built, and the server opens it again to serve.
+    pub fn create_for_rebuild(dir: &Path, ns: Uuid) -> Result<NamespaceIndex, IndexError> {
+        let index = Self::create(dir, ns)?;
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(2));
+        Self::from_index(index, ns, threads)
     }
 
     /// A fresh empty index in `dir` (whatever was there is deleted).
@@ -176,11 +193,12 @@ impl NamespaceIndex {
         Ok(index)
     }
 
-    fn from_index(index: Index, ns: Uuid) -> Result<NamespaceIndex, IndexError> {
+    fn from_index(mut index: Index, ns: Uuid, threads: usize) -> Result<NamespaceIndex, IndexError> {
         index.tokenizers().register(ANALYZER, analyzer());
+        // The doc store is compressed in the thread that writes the segment, not in one started
+        // for it (see SERVING_THREADS).
+        index.settings_mut().docstore_compress_dedicated_thread = false;
         let (_, fields) = schema();
-        // Two indexing threads where there are two cores: a rebuild is CPU-bound in tantivy.
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(2));
         let writer: IndexWriter = index.writer_with_num_threads(threads, WRITER_BUDGET)?;
         let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
         let ni = NamespaceIndex {
@@ -713,6 +731,27 @@ pub(crate) mod tests {
 
     fn event(seq: u64, content: &str) -> Event {
         event_in(7, seq, content)
+    }
+
+    /// A serving index's commit writes its documents as one segment, however many were added
+    /// one by one: a second indexing thread would take some of them into a second segment.
+    #[tokio::test]
+    async fn a_serving_commit_writes_one_segment() {
+        let dir = std::env::temp_dir().join(format!("memex-one-segment-{}", Uuid::now_v7().simple()));
+        let (idx, _) = NamespaceIndex::open(&dir, Uuid::now_v7()).expect("create");
+        for round in 0..3u64 {
+            for seq in 1..=200 {
+                let e = event(round * 1000 + seq, &format!("event {seq} of round {round}, text to index"));
+                idx.add(&idx.writing().await, crate::doc::event_docs(&e, None, None, ChunkOptions::default(), ""))
+                    .await
+                    .expect("add");
+            }
+            idx.commit(&idx.writing().await).await.expect("commit");
+            let segments = idx.reader.searcher().segment_readers().len();
+            assert_eq!(segments as u64, round + 1, "one new segment per commit");
+        }
+        assert_eq!(idx.reader.searcher().num_docs(), 600);
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     /// A note event of session `session` (as a u128), for index tests.

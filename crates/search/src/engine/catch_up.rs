@@ -294,12 +294,9 @@ impl SearchIndex {
         let tmp = self.opts.dir().join(format!("{ns}.rebuild"));
         let indexed = {
             let tmp2 = tmp.clone();
-            let fresh = tokio::task::spawn_blocking(move || {
-                NamespaceIndex::create(&tmp2, ns)?;
-                NamespaceIndex::open(&tmp2, ns).map(|(i, _)| i)
-            })
-            .await
-            .map_err(|e| IndexError::Task(e.to_string()))??;
+            let fresh = tokio::task::spawn_blocking(move || NamespaceIndex::create_for_rebuild(&tmp2, ns))
+                .await
+                .map_err(|e| IndexError::Task(e.to_string()))??;
             let n = self.catch_up_index(&fresh, None, None, false).await?;
             drop(fresh);
             n
