@@ -30,12 +30,12 @@ const VERSION_FILE: &str = "memex-index.json";
 /// Memory the writer may buffer before flushing a segment (tantivy's minimum is 15 MB per thread).
 const WRITER_BUDGET: usize = 96 * 1024 * 1024;
 
-/// Indexing threads of a serving index's writer. tantivy joins its indexing threads at every
-/// commit and starts new ones, and a segment's doc store started a compressor thread of its own:
-/// at the background catch-up's commit a second, 120 threads a minute under a soak. A thread that
-/// ends leaves its allocator pages to be taken over by others, and each commit's documents
-/// were split over two threads into two segments (two to merge). A serving commit holds a
-/// second's events: one thread writes them as one segment.
+/// Indexing threads of a serving index's writer. With two, each commit's documents (added one by
+/// one) were split between the threads into two segments, twice the segments to merge; and
+/// tantivy starts its indexing threads anew at every commit (with a doc-store compressor thread
+/// per segment, 120 thread starts a minute under a soak). A serving commit holds about a second's
+/// events: one thread writes them as one segment. (Fewer thread starts did not change the soak's
+/// RSS slope: docs/performance.md, "Soak: one indexing thread".)
 const SERVING_THREADS: usize = 1;
 
 pub(crate) struct NamespaceIndex {
