@@ -60,6 +60,11 @@ pub struct SoakArgs {
     /// Packs only: no append before each pack.
     #[arg(long)]
     pub no_append: bool,
+    /// Sessions that end: after this many turns a session's place goes to a new, empty session
+    /// (named after it, `<session>-soak<run>-<n>`), as a fleet's agents finish tasks and start
+    /// others. By default the --sessions sessions take every turn and grow for the whole soak.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub session_turns: Option<u32>,
     /// Saturation search: the first rate (turns/s), raised 1.5x a step until p99 passes 100 ms or
     /// refusals start.
     #[arg(long, default_value_t = 25.0)]
@@ -111,6 +116,10 @@ const SATURATED_P99_MS: f64 = 100.0;
 pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.minutes > 0.0 && args.interval > 0.0, "--minutes and --interval must be positive");
     anyhow::ensure!(args.rate.is_none_or(|r| r > 0.0) && args.start_rate > 0.0, "rates must be positive");
+    anyhow::ensure!(
+        args.session_turns.is_none() || !args.no_append,
+        "--session-turns counts appended turns: it needs the appends --no-append leaves out"
+    );
     let config = args.config.load()?;
     let store = memex_server::connect_store_as(&config, memex_store::Tenant::All)
         .await
@@ -196,10 +205,12 @@ async fn soak(
     );
     let load = Load::new(args, conn, sessions).await?;
     println!(
-        "soak: turns over {} sessions of {} ({} each), open loop, {} s deadline",
+        "soak: turns over {} sessions of {} ({} each{}), open loop, {} s deadline",
         args.sessions,
         ns.name,
         if args.no_append { "a pack" } else { "an append, then a pack" },
+        args.session_turns
+            .map_or(String::new(), |n| format!("; a session ends after {n} turns and a new one takes its place")),
         args.timeout
     );
     load.run(args.start_rate, args.warmup, args.warmup, None).await?;
@@ -341,7 +352,7 @@ fn report(
     let summary = json!({
         "bench": "soak",
         "minutes": args.minutes, "interval_secs": args.interval, "sessions": args.sessions, "events": args.events,
-        "append": !args.no_append, "retrieval_budget": args.retrieval,
+        "append": !args.no_append, "session_turns": args.session_turns, "retrieval_budget": args.retrieval,
         "saturation_per_sec": saturation.map(round), "saturation_steps": steps, "offered_per_sec": round(rate),
         "turns": t.offered, "ok": t.ok, "refused": t.refused, "errors": t.errors, "error_codes": run.error_codes,
         "p50_ms": round(t.p50_ms), "p99_ms": round(t.p99_ms), "max_ms": round(t.max_ms), "refused_p99_ms": round(t.refused_p99_ms),
@@ -361,6 +372,9 @@ struct Load {
     clients: Vec<(ContextServiceClient<Authed>, EventServiceClient<Authed>)>,
     namespace: String,
     sessions: Arc<Vec<String>>,
+    /// With --session-turns: that number, this run's mark in the new sessions' names, and the
+    /// turns each place has sent so far.
+    turnover: Option<(u32, u64, Mutex<Vec<u32>>)>,
     retrieval: u32,
     append: bool,
     timeout: Duration,
@@ -460,6 +474,24 @@ fn with_deadline<T>(message: T, timeout: Duration) -> tonic::Request<T> {
 }
 
 impl Load {
+    /// The session a turn at place `i` goes to: the corpus's, or with --session-turns the one
+    /// that has taken its place by now.
+    fn session_at(&self, i: usize) -> String {
+        let base = &self.sessions[i];
+        let Some((n, run, turns)) = &self.turnover else {
+            return base.clone();
+        };
+        let sent = match turns.lock() {
+            Ok(mut t) => {
+                let sent = t[i];
+                t[i] += 1;
+                sent
+            }
+            Err(_) => 0,
+        };
+        session_of_generation(base, *run, sent / n)
+    }
+
     async fn new(args: &SoakArgs, conn: &Conn, sessions: Vec<String>) -> anyhow::Result<Load> {
         // A few HTTP/2 connections shared by the fleet, as agents behind a few gateways.
         let mut clients = Vec::new();
@@ -468,9 +500,15 @@ impl Load {
             let events = EventServiceClient::with_interceptor(conn.channel().await?, conn.bearer()?);
             clients.push((context, events));
         }
+        // A soak's new sessions are its own: a later run's do not continue them.
+        let run = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        // Each place starts part-way through its first session, so sessions end at different
+        // times rather than all at once every n turns.
+        let turnover = args.session_turns.map(|n| (n, run, Mutex::new(first_turns(sessions.len(), n))));
         Ok(Load {
             clients,
             namespace: conn.namespace.clone(),
+            turnover,
             sessions: Arc::new(sessions),
             retrieval: args.retrieval,
             append: !args.no_append,
@@ -508,7 +546,7 @@ impl Load {
             rng ^= rng << 13;
             rng ^= rng >> 7;
             rng ^= rng << 17;
-            let session = self.sessions[(rng % self.sessions.len() as u64) as usize].clone();
+            let session = self.session_at((rng % self.sessions.len() as u64) as usize);
             let (append, pack) = super::bench_pack_loop::turn_requests(
                 &self.namespace,
                 session,
@@ -595,9 +633,39 @@ impl Load {
     }
 }
 
+/// Turns each of `places` counts as sent when a soak starts: spread over 0..n (a multiplicative
+/// hash of the place), so the first sessions end at different times.
+fn first_turns(places: usize, n: u32) -> Vec<u32> {
+    (0..places as u64).map(|i| (i.wrapping_mul(2_654_435_761) % u64::from(n)) as u32).collect()
+}
+
+/// The session in place of `base` after `generation` have ended: `base` itself first (the corpus's
+/// session, with its history), then new ones named after it and the run.
+fn session_of_generation(base: &str, run: u64, generation: u32) -> String {
+    match generation {
+        0 => base.to_owned(),
+        g => format!("{base}-soak{run}-{g}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::flat_verdict;
+    use super::{first_turns, flat_verdict, session_of_generation};
+
+    #[test]
+    fn sessions_end_after_their_turns_and_new_ones_take_their_place() {
+        let names: Vec<String> = (0..7u32).map(|sent| session_of_generation("s17", 42, sent / 3)).collect();
+        assert_eq!(names, ["s17", "s17", "s17", "s17-soak42-1", "s17-soak42-1", "s17-soak42-1", "s17-soak42-2"]);
+        // Another run's sessions are new too.
+        assert_ne!(session_of_generation("s17", 43, 1), names[3]);
+        // The first sessions end at different times: every offset of 0..n is taken about
+        // equally often.
+        let firsts = first_turns(1000, 200);
+        assert!(firsts.iter().all(|&t| t < 200));
+        let mut per_quarter = [0; 4];
+        firsts.iter().for_each(|&t| per_quarter[(t / 50) as usize] += 1);
+        assert!(per_quarter.iter().all(|&q| (200..300).contains(&q)), "{per_quarter:?}");
+    }
 
     #[test]
     fn short_soaks_get_no_verdict() {

@@ -12,19 +12,30 @@ use std::process::ExitCode;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// A diagnostic build (`--features heap-count`): mimalloc behind a count of the bytes live in the
-/// heap, printed to stderr every 10 s, to tell the heap the process holds from what the allocator
-/// keeps beside it (RSS). An atomic add per allocation: never in a default build.
+/// heap, printed to stderr every 10 s with the most live at once since the last line, to tell the
+/// heap the process holds from what the allocator keeps beside it (RSS). With
+/// `MEMEX_HEAP_STATS_DIR` set, mimalloc's own statistics (JSON; per size class when mimalloc is
+/// built with `CFLAGS=-DMI_STAT=2`) are written there every 5 minutes. An atomic add per
+/// allocation: never in a default build.
 #[cfg(feature = "heap-count")]
 mod heap_count {
-    use memex_heap_count::{Counting, live};
+    use memex_heap_count::{Counting, live, take_peak};
 
     #[global_allocator]
     static GLOBAL: Counting<mimalloc::MiMalloc> = Counting(mimalloc::MiMalloc);
 
+    #[allow(unsafe_code)]
+    unsafe extern "C" {
+        /// mimalloc v3: its statistics as JSON in a buffer it allocates (`buf` null).
+        fn mi_stats_get_json(buf_size: usize, buf: *mut std::ffi::c_char) -> *mut std::ffi::c_char;
+    }
+
     /// Prints the live heap every 10 s, beside the process's RSS from `/proc`.
     pub fn report() {
-        std::thread::spawn(|| {
-            loop {
+        let stats_dir = std::env::var_os("MEMEX_HEAP_STATS_DIR").map(std::path::PathBuf::from);
+        std::thread::spawn(move || {
+            let start = std::time::Instant::now();
+            for tick in 1u64.. {
                 std::thread::sleep(std::time::Duration::from_secs(10));
                 let rss_kb = std::fs::read_to_string("/proc/self/status")
                     .ok()
@@ -33,9 +44,38 @@ mod heap_count {
                         line.split_whitespace().nth(1)?.parse::<u64>().ok()
                     })
                     .unwrap_or(0);
-                eprintln!("heap-count: live {} MiB, rss {} MiB", live() / (1 << 20), rss_kb / 1024);
+                eprintln!(
+                    "heap-count: live {} MiB, peak {} MiB, rss {} MiB",
+                    live() / (1 << 20),
+                    take_peak() / (1 << 20),
+                    rss_kb / 1024
+                );
+                if let Some(dir) = &stats_dir
+                    && tick % 30 == 0
+                {
+                    let path =
+                        dir.join(format!("mimalloc-{}-{:05}.json", std::process::id(), start.elapsed().as_secs()));
+                    if let Err(e) = std::fs::write(&path, mimalloc_stats()) {
+                        eprintln!("heap-count: {}: {e}", path.display());
+                    }
+                }
             }
         });
+    }
+
+    #[allow(unsafe_code)]
+    fn mimalloc_stats() -> Vec<u8> {
+        // SAFETY: with a null buffer mimalloc allocates one (mi_malloc) and returns it
+        // NUL-terminated, or null; it is copied out and given back with mi_free.
+        unsafe {
+            let json = mi_stats_get_json(0, std::ptr::null_mut());
+            if json.is_null() {
+                return b"null".to_vec();
+            }
+            let bytes = std::ffi::CStr::from_ptr(json).to_bytes().to_vec();
+            libmimalloc_sys::mi_free(json.cast());
+            bytes
+        }
     }
 }
 
