@@ -17,6 +17,7 @@ mod bench_view;
 mod disk_probe;
 mod pack_prefix;
 mod searchkit;
+mod soak_load;
 mod soak_server;
 mod soak_stats;
 mod traces;
