@@ -55,8 +55,8 @@ pub struct SoakArgs {
     #[arg(long)]
     pub no_append: bool,
     /// Sessions that end: after this many turns a session's place goes to a new, empty session
-    /// (named after it, `<session>-soak<run>-<n>`), as a fleet's agents finish tasks and start
-    /// others. By default the --sessions sessions take every turn and grow for the whole soak.
+    /// (an id derived from its own, the run's and the count's), as a fleet's agents finish tasks
+    /// and start others. By default the --sessions sessions take every turn and grow for the whole soak.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub session_turns: Option<u32>,
     /// Saturation search: the first rate (turns/s), raised 1.5x a step until p99 passes 100 ms or

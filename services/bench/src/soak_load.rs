@@ -11,6 +11,7 @@ use memex_client::{Authed, Conn};
 use memex_proto::v1 as pb;
 use memex_proto::v1::context_service_client::ContextServiceClient;
 use memex_proto::v1::event_service_client::EventServiceClient;
+use memex_proto::v1::session_service_client::SessionServiceClient;
 
 use super::bench_soak::SoakArgs;
 use super::soak_server::{Server, read_proc};
@@ -18,10 +19,10 @@ use super::soak_stats::{IntervalStats, ProcSample};
 
 /// The fleet: connections shared by all turns, and the sessions they go to.
 pub(crate) struct Load {
-    clients: Vec<(ContextServiceClient<Authed>, EventServiceClient<Authed>)>,
+    clients: Vec<(ContextServiceClient<Authed>, EventServiceClient<Authed>, SessionServiceClient<Authed>)>,
     namespace: String,
     sessions: Arc<Vec<String>>,
-    /// With --session-turns: that number, this run's mark in the new sessions' names, and the
+    /// With --session-turns: that number, this run's mark in the new sessions' ids, and the
     /// turns each place has sent so far.
     turnover: Option<(u32, u64, Mutex<Vec<u32>>)>,
     retrieval: u32,
@@ -124,11 +125,12 @@ fn with_deadline<T>(message: T, timeout: Duration) -> tonic::Request<T> {
 
 impl Load {
     /// The session a turn at place `i` goes to: the corpus's, or with --session-turns the one
-    /// that has taken its place by now.
-    fn session_at(&self, i: usize) -> String {
+    /// that has taken its place by now; and whether this turn is that session's first (it
+    /// creates the session).
+    fn session_at(&self, i: usize) -> (String, bool) {
         let base = &self.sessions[i];
         let Some((n, run, turns)) = &self.turnover else {
-            return base.clone();
+            return (base.clone(), false);
         };
         let sent = match turns.lock() {
             Ok(mut t) => {
@@ -138,7 +140,7 @@ impl Load {
             }
             Err(_) => 0,
         };
-        session_of_generation(base, *run, sent / n)
+        (session_of_generation(base, *run, sent / n), sent >= *n && sent % n == 0)
     }
 
     pub(crate) async fn new(args: &SoakArgs, conn: &Conn, sessions: Vec<String>) -> anyhow::Result<Load> {
@@ -147,7 +149,8 @@ impl Load {
         for _ in 0..8 {
             let (context, _) = super::bench::context_clients(conn).await?;
             let events = EventServiceClient::with_interceptor(conn.channel().await?, conn.bearer()?);
-            clients.push((context, events));
+            let sessions = SessionServiceClient::with_interceptor(conn.channel().await?, conn.bearer()?);
+            clients.push((context, events, sessions));
         }
         // A soak's new sessions are its own: a later run's do not continue them.
         let run = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
@@ -201,7 +204,13 @@ impl Load {
             rng ^= rng << 13;
             rng ^= rng >> 7;
             rng ^= rng << 17;
-            let session = self.session_at((rng % self.sessions.len() as u64) as usize);
+            let (session, first) = self.session_at((rng % self.sessions.len() as u64) as usize);
+            let create = first.then(|| pb::CreateSessionRequest {
+                namespace: self.namespace.clone(),
+                agent_id: "memex-bench-soak".into(),
+                session_id: session.clone(),
+                ..Default::default()
+            });
             let (append, pack) = super::bench_pack_loop::turn_requests(
                 &self.namespace,
                 session,
@@ -214,7 +223,7 @@ impl Load {
             if let Ok(mut w) = windows.lock() {
                 w[window_of(due)].offered += 1;
             }
-            let (mut context, mut events) = self.clients[k as usize % self.clients.len()].clone();
+            let (mut context, mut events, mut sessions) = self.clients[k as usize % self.clients.len()].clone();
             let (windows, codes, in_flight, timeout) =
                 (windows.clone(), codes.clone(), in_flight.clone(), self.timeout);
             in_flight.fetch_add(1, Ordering::AcqRel);
@@ -223,6 +232,9 @@ impl Load {
                 // server sheds (the append before it is never shed).
                 let mut pack_sent = scheduled;
                 let turn = async {
+                    if let Some(c) = create {
+                        sessions.create_session(with_deadline(c, timeout)).await?;
+                    }
                     if let Some(a) = append {
                         events.append_events(with_deadline(a, timeout)).await?;
                     }
@@ -295,11 +307,16 @@ fn first_turns(places: usize, n: u32) -> Vec<u32> {
 }
 
 /// The session in place of `base` after `generation` have ended: `base` itself first (the corpus's
-/// session, with its history), then new ones named after it and the run.
+/// session, with its history), then new ones whose ids (memex's session ids are UUIDs) are
+/// `base`'s mixed with the run and the generation, so no other run or place shares them.
 fn session_of_generation(base: &str, run: u64, generation: u32) -> String {
-    match generation {
-        0 => base.to_owned(),
-        g => format!("{base}-soak{run}-{g}"),
+    match (generation, uuid::Uuid::parse_str(base)) {
+        (0, _) | (_, Err(_)) => base.to_owned(),
+        (g, Ok(id)) => {
+            let (hi, lo) = id.as_u64_pair();
+            uuid::Uuid::from_u64_pair(hi ^ run.rotate_left(29), lo ^ u64::from(g).wrapping_mul(0x9e37_79b9_7f4a_7c15))
+                .to_string()
+        }
     }
 }
 
@@ -309,10 +326,14 @@ mod tests {
 
     #[test]
     fn sessions_end_after_their_turns_and_new_ones_take_their_place() {
-        let names: Vec<String> = (0..7u32).map(|sent| session_of_generation("s17", 42, sent / 3)).collect();
-        assert_eq!(names, ["s17", "s17", "s17", "s17-soak42-1", "s17-soak42-1", "s17-soak42-1", "s17-soak42-2"]);
-        // Another run's sessions are new too.
-        assert_ne!(session_of_generation("s17", 43, 1), names[3]);
+        let base = "0190f3c2-7a1b-7c3d-8e4f-5a6b7c8d9e0f";
+        let names: Vec<String> = (0..7u32).map(|sent| session_of_generation(base, 42, sent / 3)).collect();
+        assert_eq!(names[..3], [base, base, base]);
+        assert!(names[3] == names[4] && names[4] == names[5] && names[3] != base && names[6] != names[3]);
+        // New sessions have ids the server takes (UUIDs), distinct per run and per place.
+        assert!(names[3..].iter().all(|n| uuid::Uuid::parse_str(n).is_ok()));
+        assert_ne!(session_of_generation(base, 43, 1), names[3]);
+        assert_ne!(session_of_generation("0190f3c2-7a1b-7c3d-8e4f-5a6b7c8d9e1f", 42, 1), names[3]);
         // The first sessions end at different times: every offset of 0..n is taken about
         // equally often.
         let firsts = first_turns(1000, 200);
