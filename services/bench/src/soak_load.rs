@@ -148,8 +148,10 @@ impl Load {
         let mut clients = Vec::new();
         for _ in 0..8 {
             let (context, _) = super::bench::context_clients(conn).await?;
-            let events = EventServiceClient::with_interceptor(conn.channel().await?, conn.bearer()?);
-            let sessions = SessionServiceClient::with_interceptor(conn.channel().await?, conn.bearer()?);
+            // Sessions (only --session-turns creates any) share the events' connection.
+            let channel = conn.channel().await?;
+            let events = EventServiceClient::with_interceptor(channel.clone(), conn.bearer()?);
+            let sessions = SessionServiceClient::with_interceptor(channel, conn.bearer()?);
             clients.push((context, events, sessions));
         }
         // A soak's new sessions are its own: a later run's do not continue them.

@@ -30,7 +30,8 @@ mod heap_count {
         fn mi_stats_get_json(buf_size: usize, buf: *mut std::ffi::c_char) -> *mut std::ffi::c_char;
     }
 
-    /// Prints the live heap every 10 s, beside the process's RSS from `/proc`.
+    /// Prints the live heap, its peak since the last line and the process's RSS (from `/proc`)
+    /// every 10 s; with `MEMEX_HEAP_STATS_DIR`, mimalloc's statistics every 30th line.
     pub fn report() {
         let stats_dir = std::env::var_os("MEMEX_HEAP_STATS_DIR").map(std::path::PathBuf::from);
         std::thread::spawn(move || {
