@@ -38,7 +38,66 @@ struct Table {
     /// Row `i` is token `i`'s vector: `vectors[i * dim .. (i + 1) * dim]`.
     vectors: Vec<f32>,
     dim: usize,
+    tokens: Prefixes,
+}
+
+/// A text's first [`MAX_TOKENS`] token ids, exactly those `tokenizer.encode(text, false)` would
+/// give, without tokenizing all of a long text. The tokenizer reads a whole text before it
+/// truncates, and a tool output can be megabytes; this tokenizes a prefix cut at ASCII whitespace
+/// (4 KiB first, four times longer each round) until it holds the first [`MAX_TOKENS`] tokens.
+/// A BERT tokenizer gives a prefix cut at whitespace the whole text's first ids, since its
+/// normaliser maps each character alone (keeping these four as a space) and its pre-tokenizer
+/// splits at every space, so no token spans one; the test `prefixes_give_the_ids_of_the_whole_text`
+/// checks it over real traces. Another tokenizer (a SentencePiece one marks a word's leading
+/// space in its tokens) reads the whole text.
+struct Prefixes {
     tokenizer: Tokenizer,
+    /// Whether a prefix cut at whitespace gives the whole text's first ids: a BERT normaliser
+    /// (or none) and a pre-tokenizer that splits at whitespace.
+    by_prefix: bool,
+    /// [`FIRST_PREFIX`]; tests cut shorter prefixes, so that cuts fall everywhere.
+    first: usize,
+}
+
+/// The first prefix tokenized, in bytes: about twice what 512 tokens of prose or code take.
+const FIRST_PREFIX: usize = 4096;
+
+impl Prefixes {
+    fn new(tokenizer: Tokenizer) -> Prefixes {
+        use tokenizers::normalizers::NormalizerWrapper as N;
+        use tokenizers::pre_tokenizers::PreTokenizerWrapper as P;
+        let by_prefix = matches!(tokenizer.get_normalizer(), None | Some(N::BertNormalizer(_)))
+            && matches!(
+                tokenizer.get_pre_tokenizer(),
+                Some(P::BertPreTokenizer(_) | P::Whitespace(_) | P::WhitespaceSplit(_))
+            );
+        Prefixes { tokenizer, by_prefix, first: FIRST_PREFIX }
+    }
+
+    fn ids(&self, text: &str) -> Result<Vec<u32>, EmbedError> {
+        let mut cut = self.first;
+        loop {
+            if !self.by_prefix || cut >= text.len() {
+                return self.encode(text);
+            }
+            // An ASCII byte is never inside a multi-byte character, so `end` is a boundary.
+            let end = text.as_bytes()[cut..]
+                .iter()
+                .position(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+                .map_or(text.len(), |i| cut + i);
+            let ids = self.encode(&text[..end])?;
+            if ids.len() >= MAX_TOKENS || end == text.len() {
+                return Ok(ids);
+            }
+            cut = cut.saturating_mul(4);
+        }
+    }
+
+    /// Truncated to [`MAX_TOKENS`] by the tokenizer's own settings.
+    fn encode(&self, text: &str) -> Result<Vec<u32>, EmbedError> {
+        let enc = self.tokenizer.encode(text, false).map_err(|e| EmbedError::Inference(e.to_string()))?;
+        Ok(enc.get_ids().to_vec())
+    }
 }
 
 fn load_err(e: impl std::fmt::Display) -> EmbedError {
@@ -69,7 +128,10 @@ impl StaticTable {
         if rows == 0 || dim == 0 || tokenizer.get_vocab_size(true) > rows {
             return Err(load_err(format!("{}: a {rows} x {dim} table does not cover the vocabulary", dir.display())));
         }
-        Ok(StaticTable { inner: Arc::new(Table { vectors, dim, tokenizer }), info: ModelInfo { name, dim } })
+        Ok(StaticTable {
+            inner: Arc::new(Table { vectors, dim, tokens: Prefixes::new(tokenizer) }),
+            info: ModelInfo { name, dim },
+        })
     }
 
     /// The table at `dir`, distilled from `minilm` (loaded from `minilm_dir`) first when `dir`
@@ -158,10 +220,9 @@ impl StaticTable {
 
 impl Table {
     fn embed_one(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
-        let enc = self.tokenizer.encode(text, false).map_err(|e| EmbedError::Inference(e.to_string()))?;
         let mut v = vec![0f32; self.dim];
         let mut n = 0usize;
-        for &id in enc.get_ids() {
+        for id in self.tokens.ids(text)? {
             let at = id as usize * self.dim;
             if let Some(row) = self.vectors.get(at..at + self.dim) {
                 v.iter_mut().zip(row).for_each(|(a, b)| *a += b);
@@ -248,5 +309,86 @@ mod tests {
             cosine(&v[0], &v[1]),
             cosine(&v[0], &v[2])
         );
+    }
+
+    /// The real tokenizer with the table's settings, as `StaticTable::load` sets it.
+    fn real_tokenizer() -> Option<Tokenizer> {
+        let dir = crate::test_model_dir()?;
+        let mut t = Tokenizer::from_file(dir.join("tokenizer.json")).unwrap();
+        t.with_padding(None);
+        t.with_truncation(Some(TruncationParams { max_length: MAX_TOKENS, ..Default::default() })).unwrap();
+        Some(t)
+    }
+
+    fn strings(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::String(s) => out.push(s.clone()),
+            serde_json::Value::Array(a) => a.iter().for_each(|x| strings(x, out)),
+            serde_json::Value::Object(o) => o.values().for_each(|x| strings(x, out)),
+            _ => {}
+        }
+    }
+
+    /// Prefixes give exactly the ids the tokenizer gives the whole text (truncated to MAX_TOKENS),
+    /// over every string of the VCC fixture traces (messages, tool outputs, code) and the
+    /// characters where a cut could differ: Unicode spaces, control characters the normaliser
+    /// removes, combining marks after a space, CJK, special tokens, over-long words and texts.
+    #[test]
+    fn prefixes_give_the_ids_of_the_whole_text() {
+        let Some(tokenizer) = real_tokenizer() else { return };
+        let prefixes = Prefixes::new(tokenizer.clone());
+        assert!(prefixes.by_prefix, "MiniLM's tokenizer is a BERT one");
+        // Cuts after 2, 8, 32... bytes: every text is read in several prefixes.
+        let short = Prefixes { first: 2, ..Prefixes::new(tokenizer.clone()) };
+        let mut texts: Vec<String> = vec![
+            String::new(),
+            " \t\n\r ".into(),
+            "a\u{85}b c\u{a0}d e\u{2003}f g\u{3000}h".into(),
+            "x\u{0}y \u{1}z \u{fffd}w \u{1c}v\u{1f}u".into(),
+            "caf\u{e9} cafe\u{301} \u{301}accent \u{301} tail\u{301}".into(),
+            "\u{4e2d}\u{6587}\u{5b57} mixed\u{4e2d}text".into(),
+            "[CLS] a[SEP]b [MASK] [PAD][UNK] [sep]".into(),
+            format!("{} short", "a".repeat(150)),
+            "\u{130}stanbul \u{3a3}\u{39f}\u{3a3} straße ﬁne".into(),
+            "don't \"quoted\" (paren) path/to/file.rs:12:3 foo::bar() x=1;y=2".into(),
+            "word ".repeat(700),
+            // A first prefix with few tokens (one over-long word): the next, longer, is read.
+            format!("{} {}", "x".repeat(5_000), "more words ".repeat(400)),
+            format!("{}\u{e9}{}", "y".repeat(4_095), " z".repeat(600)),
+            "alpha\tbeta\r\ngamma\n\ndelta".into(),
+        ];
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../vcc/tests/fixtures/traces");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&root)
+            .unwrap()
+            .map(|d| d.unwrap().path())
+            .filter(|d| d.is_dir())
+            .flat_map(|d| std::fs::read_dir(d).unwrap())
+            .map(|f| f.unwrap().path())
+            .filter(|f| f.extension().is_some_and(|e| e == "jsonl"))
+            .collect();
+        files.sort();
+        for f in files.iter().take(40) {
+            let text = std::fs::read_to_string(f).unwrap_or_default();
+            for line in text.lines().take(400) {
+                if let Ok(v) = serde_json::from_str::<serde_json::Value>(line) {
+                    strings(&v, &mut texts);
+                }
+            }
+        }
+        assert!(texts.len() > 5_000, "{} texts", texts.len());
+        let mut long = 0;
+        for (i, t) in texts.iter().enumerate() {
+            let whole = tokenizer.encode(t.as_str(), false).unwrap();
+            long += usize::from(whole.get_ids().len() == MAX_TOKENS);
+            for p in [&prefixes, &short] {
+                assert_eq!(
+                    p.ids(t).unwrap(),
+                    whole.get_ids(),
+                    "text {i}: {:?}",
+                    t.chars().take(200).collect::<String>()
+                );
+            }
+        }
+        assert!(long > 10, "texts cut at MAX_TOKENS: {long}");
     }
 }
