@@ -100,6 +100,16 @@ impl Prefixes {
     }
 }
 
+/// The table's tokenizer settings: no padding (a PAD row would join the mean), the first
+/// [`MAX_TOKENS`] tokens.
+fn table_settings(mut tokenizer: Tokenizer) -> Result<Tokenizer, EmbedError> {
+    tokenizer.with_padding(None);
+    tokenizer
+        .with_truncation(Some(TruncationParams { max_length: MAX_TOKENS, ..Default::default() }))
+        .map_err(load_err)?;
+    Ok(tokenizer)
+}
+
 fn load_err(e: impl std::fmt::Display) -> EmbedError {
     EmbedError::Load(e.to_string())
 }
@@ -115,11 +125,7 @@ impl StaticTable {
     pub fn load(dir: &Path, name: String) -> Result<StaticTable, EmbedError> {
         let read =
             |f: &str| std::fs::read(dir.join(f)).map_err(|e| load_err(format!("{}: {e}", dir.join(f).display())));
-        let mut tokenizer = Tokenizer::from_bytes(read("tokenizer.json")?).map_err(load_err)?;
-        tokenizer.with_padding(None);
-        tokenizer
-            .with_truncation(Some(TruncationParams { max_length: MAX_TOKENS, ..Default::default() }))
-            .map_err(load_err)?;
+        let tokenizer = table_settings(Tokenizer::from_bytes(read("tokenizer.json")?).map_err(load_err)?)?;
         let tensors =
             candle_core::safetensors::load_buffer(&read("model.safetensors")?, &Device::Cpu).map_err(load_err)?;
         let table = tensors.get(TENSOR).ok_or_else(|| load_err(format!("{}: no `{TENSOR}` tensor", dir.display())))?;
@@ -311,13 +317,10 @@ mod tests {
         );
     }
 
-    /// The real tokenizer with the table's settings, as `StaticTable::load` sets it.
+    /// The real tokenizer with the table's settings, as `StaticTable::load` sets them.
     fn real_tokenizer() -> Option<Tokenizer> {
         let dir = crate::test_model_dir()?;
-        let mut t = Tokenizer::from_file(dir.join("tokenizer.json")).unwrap();
-        t.with_padding(None);
-        t.with_truncation(Some(TruncationParams { max_length: MAX_TOKENS, ..Default::default() })).unwrap();
-        Some(t)
+        Some(table_settings(Tokenizer::from_file(dir.join("tokenizer.json")).unwrap()).unwrap())
     }
 
     fn strings(v: &serde_json::Value, out: &mut Vec<String>) {
@@ -330,9 +333,10 @@ mod tests {
     }
 
     /// Prefixes give exactly the ids the tokenizer gives the whole text (truncated to MAX_TOKENS),
-    /// over every string of the VCC fixture traces (messages, tool outputs, code) and the
-    /// characters where a cut could differ: Unicode spaces, control characters the normaliser
-    /// removes, combining marks after a space, CJK, special tokens, over-long words and texts.
+    /// over the strings of the first 400 records of each VCC fixture trace (messages, tool
+    /// outputs, code) and the characters where a cut could differ: Unicode spaces, control
+    /// characters the normaliser removes, combining marks after a space, CJK, special tokens,
+    /// over-long words and texts.
     #[test]
     fn prefixes_give_the_ids_of_the_whole_text() {
         let Some(tokenizer) = real_tokenizer() else { return };
