@@ -37,7 +37,12 @@ as_postgres() {
 }
 
 apt_updated=0
+# Set when this run installed packages: apt may have upgraded postgresql-$PG_MAJOR with them
+# (postgresql-server-dev pulls the matching server), and a postmaster already running keeps the
+# old binary, which cannot load the new version's libraries (plpgsql.so: undefined symbol).
+apt_installed=0
 apt_install() {
+  apt_installed=1
   if [ "$apt_updated" -eq 0 ]; then
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
     apt_updated=1
@@ -78,6 +83,9 @@ fi
 if ! pg_lsclusters -h | awk -v v="$PG_MAJOR" '$1==v && $2=="main" {print $4}' | grep -q online; then
   log "starting cluster $PG_MAJOR/main"
   $SUDO pg_ctlcluster "$PG_MAJOR" main start
+elif [ "$apt_installed" -eq 1 ]; then
+  log "restarting cluster $PG_MAJOR/main on the binaries just installed"
+  $SUDO pg_ctlcluster "$PG_MAJOR" main restart
 fi
 for _ in $(seq 1 50); do
   as_postgres pg_isready -q -p "$PG_PORT" && break
@@ -158,6 +166,9 @@ if [ "${MEMEX_STANDBY:-1}" != 0 ]; then
   if ! pg_lsclusters -h | awk -v v="$PG_MAJOR" '$1==v && $2=="standby" {print $4}' | grep -q online; then
     log "starting standby $PG_MAJOR/standby"
     $SUDO pg_ctlcluster "$PG_MAJOR" standby start -- -t 600
+  elif [ "$apt_installed" -eq 1 ]; then
+    log "restarting standby $PG_MAJOR/standby on the binaries just installed"
+    $SUDO pg_ctlcluster "$PG_MAJOR" standby restart -- -t 600
   fi
   # Until it has replayed to a consistent point it refuses connections ("starting up").
   for _ in $(seq 1 3000); do

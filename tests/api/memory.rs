@@ -110,6 +110,11 @@ async fn the_worker_reads_a_session_and_the_reader_tools_answer_with_pointers() 
     let status = settled(&f.c, &f.ns).await;
     assert_eq!(status.interpreter, "heuristic");
     assert!(status.facts >= 8, "{status:?}");
+    // The worker stored the line map of the session it read to the end, before any reader
+    // asked: an answer citing it needs no compile.
+    let (ns_id, session_id) = (srv.store.namespace(&f.ns).await.unwrap().id, f.session.parse().unwrap());
+    let map = srv.store.line_map(ns_id, session_id).await.unwrap().expect("the worker stored a line map");
+    assert_eq!(map.version, srv.store.session(ns_id, session_id).await.unwrap().event_count);
     let mut m = f.c.memory.clone();
 
     // The test failed, then passed: the latest status is "passed", and the failure is
@@ -540,6 +545,32 @@ async fn a_rebuild_in_small_jobs_after_a_restart_gives_the_same_memory() {
     let status = settled(&c, &f.ns).await;
     assert_counts(&store, ns, &status).await;
     assert_eq!(snapshot(&store, ns).await, before);
+}
+
+/// Sessions read before the worker stored line maps get theirs when it is idle: after a restart
+/// (the worker of a new version on an old memory), a session read to its end with no map is
+/// compiled once and its map stored, without any reader asking.
+#[tokio::test]
+async fn an_idle_worker_stores_the_maps_of_sessions_read_without_them() {
+    let Some(srv) = TestServer::start_with(memory_on).await else { return };
+    let f = crate::fixture(&srv, "backfill").await;
+    append(&f.c, &f.ns, &f.session, session_events()).await;
+    settled(&f.c, &f.ns).await;
+    let (ns, session) = (srv.store.namespace("backfill").await.unwrap().id, f.session.parse().unwrap());
+    let (config, store) = (srv.config.clone(), srv.store.clone());
+    srv.stop().await;
+    sqlx::query("DELETE FROM view_line_maps WHERE namespace_id = $1").bind(ns).execute(store.pool()).await.unwrap();
+    assert_eq!(store.line_map(ns, session).await.unwrap(), None);
+    let srv = TestServer::restart(config, store.clone()).await;
+    for _ in 0..500 {
+        if let Some(map) = store.line_map(ns, session).await.unwrap() {
+            assert_eq!(map.version, store.session(ns, session).await.unwrap().event_count);
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(srv);
+    panic!("the idle worker stored no line map");
 }
 
 /// With memory off, the reader tools say so.

@@ -451,3 +451,57 @@ async fn stored_line_maps_answer_as_a_compile_would() {
     assert!(finals[0].as_ref().unwrap().iter().all(Option::is_none));
     assert_eq!(finals[2].as_ref().unwrap(), &want);
 }
+
+/// `FullView::prepare` (what the memory worker calls for each session it has read): it stores
+/// the map that a process which never compiled the session then answers from, and remakes a live
+/// session's map only once it has fallen behind by half the session (or by `MAP_SLACK` events).
+#[tokio::test]
+async fn a_prepared_session_is_answered_from_its_map() {
+    use memex_event::{Seq, SessionId};
+    use memex_pointer::{FullView, Stability::Current};
+    let srv = server_or_skip!();
+    let (mut f, ns, session) = live_session(&srv, "prepared").await;
+    let fresh = || fresh_views(&srv);
+    let turns = agent_turns();
+    let mut n = 0u64;
+    for events in &turns[..3] {
+        n += events.len() as u64;
+        f.append(events.clone()).await.unwrap();
+    }
+    assert_eq!(n, 4);
+    let worker = fresh();
+    assert!(worker.prepare(ns, session).await.unwrap(), "no map yet: compiled");
+    assert!(!worker.prepare(ns, session).await.unwrap(), "its map is of this version");
+    assert_eq!(srv.store.line_map(ns.0, session.0).await.unwrap().map(|m| m.version), Some(4));
+    let seqs = |n: u64| (1..=n).map(Seq).collect::<Vec<_>>();
+    let want = fresh().lines(ns, session, &seqs(n), Current).await.unwrap();
+    let reader = fresh();
+    assert_eq!(reader.lines(ns, session, &seqs(n), Current).await.unwrap(), want);
+    assert_eq!((reader.stats().line_maps_used(), reader.stats().misses()), (1, 0));
+
+    // At 6 and 7 events the map of 4 stands (behind by less than its own 4); at 10, remade.
+    for (events, remade) in [(&turns[3], false), (&turns[4], false), (&turns[5], true)] {
+        n += events.len() as u64;
+        f.append(events.clone()).await.unwrap();
+        assert_eq!(fresh().prepare(ns, session).await.unwrap(), remade, "at {n} events");
+    }
+    assert_eq!(srv.store.line_map(ns.0, session.0).await.unwrap().map(|m| m.version), Some(n));
+    let want = fresh().lines(ns, session, &seqs(n), Current).await.unwrap();
+    let reader = fresh();
+    assert_eq!(reader.lines(ns, session, &seqs(n), Current).await.unwrap(), want);
+    assert_eq!((reader.stats().line_maps_used(), reader.stats().misses()), (1, 0));
+
+    // An imported trace's map is of its only version: made once.
+    let name = "entire__fc99c919b212-0.jsonl";
+    let imported = import(&mut f, name, &trace(name), false).await.unwrap();
+    let trace_session = SessionId(imported.session.unwrap().id.parse().unwrap());
+    assert!(fresh().prepare(ns, trace_session).await.unwrap());
+    assert!(!fresh().prepare(ns, trace_session).await.unwrap());
+    let want = fresh().lines(ns, trace_session, &seqs(20), Current).await.unwrap();
+    let reader = fresh();
+    assert_eq!(reader.lines(ns, trace_session, &seqs(20), Current).await.unwrap(), want);
+    assert_eq!((reader.stats().line_maps_used(), reader.stats().misses()), (1, 0));
+
+    let gone = SessionId(uuid::Uuid::now_v7());
+    assert_eq!(fresh().prepare(ns, gone).await, Err(memex_pointer::FullViewError::SessionNotFound(gone)));
+}

@@ -70,6 +70,18 @@ pub trait FullView: Send + Sync {
         Box::pin(futures::stream::iter(work).buffered(SESSIONS_AT_ONCE).collect())
     }
 
+    /// Makes later lookups of the session's lines cheap for every process, ahead of any reader:
+    /// the memory worker calls it for each session it has read, so that an answer citing many
+    /// sessions need not compile them on the request path. Returns whether it did work (the
+    /// default has none to do).
+    fn prepare<'a>(
+        &'a self,
+        _namespace: NamespaceId,
+        _session: SessionId,
+    ) -> BoxFuture<'a, Result<bool, FullViewError>> {
+        Box::pin(async { Ok(false) })
+    }
+
     /// Each event's block of the first chain (its range and its lines there), for rendering it
     /// as the agent will cite it; `None` for one that renders nothing or sits in a later chain
     /// (pointers cite one line space, so those are cited by seq). `head`: the session's last seq

@@ -203,6 +203,24 @@ pub async fn backlog(pool: &PgPool, scope: Option<&[Uuid]>) -> Result<u64, Recal
     Ok(n.max(0) as u64)
 }
 
+/// Sessions read to their last event that have no stored line map (read before the worker stored
+/// maps, or whose map was not written): the worker's backfill when it has nothing else to do.
+pub async fn unmapped(pool: &PgPool, scope: Option<&[Uuid]>, limit: i64) -> Result<Vec<(Uuid, Uuid)>, RecallError> {
+    Ok(sqlx::query_as(
+        "SELECT p.namespace_id, p.session_id FROM memory_progress p
+         JOIN sessions s ON s.id = p.session_id AND s.namespace_id = p.namespace_id
+         WHERE p.fact_seq >= s.next_seq - 1 AND s.next_seq > 1 AND s.erased_by IS NULL
+           AND ($1::uuid[] IS NULL OR p.namespace_id = ANY($1))
+           AND NOT EXISTS (SELECT 1 FROM view_line_maps m
+                           WHERE m.namespace_id = p.namespace_id AND m.session_id = p.session_id)
+         ORDER BY p.namespace_id, p.session_id LIMIT $2",
+    )
+    .bind(scope)
+    .bind(limit)
+    .fetch_all(pool)
+    .await?)
+}
+
 fn turn_of(
     first: i64,
     last: i64,

@@ -9,8 +9,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use memex_event::{NamespaceId, SessionId};
 use memex_memory::session::{Prior, Tools, advance, closes_a_turn};
 use memex_memory::{Fact, Interpreter, MemEvent, Verdict};
+use memex_pointer::FullView;
 use memex_store::tenant::{self, Tenant};
 use memex_store::{Event, SeqRange, Store};
 use memex_tokens::TokenCounter;
@@ -41,6 +43,8 @@ pub struct MemoryProgress {
     pub facts: u64,
     pub segments_written: u64,
     pub topic_rebuilds: u64,
+    /// Sessions read to their last event whose line maps the worker stored (`FullView::prepare`).
+    pub line_maps_stored: u64,
     /// Events appended but not yet read, as last measured.
     pub backlog_events: u64,
     /// Seconds spent in jobs (reading, interpreting, writing) and stepping aside.
@@ -57,6 +61,7 @@ struct Counters {
     facts: AtomicU64,
     segments: AtomicU64,
     rebuilds: AtomicU64,
+    maps: AtomicU64,
     backlog: AtomicU64,
     busy_micros: AtomicU64,
     yielded_micros: AtomicU64,
@@ -73,6 +78,9 @@ pub struct WorkerParts {
     pub vectors: SharedVectors,
     pub counter: Arc<dyn TokenCounter>,
     pub foreground: Option<Arc<dyn Foreground>>,
+    /// The sessions' full view: a session read to its last event gets its line map stored here,
+    /// so the readers citing it (a QueryFacts answer cites up to 50 sessions) need not compile it.
+    pub full_view: Arc<dyn FullView>,
     /// Only these namespaces (empty: all).
     pub namespaces: Vec<Uuid>,
 }
@@ -172,6 +180,7 @@ impl MemoryProbe {
             facts: c.facts.load(Ordering::Relaxed),
             segments_written: c.segments.load(Ordering::Relaxed),
             topic_rebuilds: c.rebuilds.load(Ordering::Relaxed),
+            line_maps_stored: c.maps.load(Ordering::Relaxed),
             backlog_events: c.backlog.load(Ordering::Relaxed),
             busy_seconds: c.busy_micros.load(Ordering::Relaxed) as f64 / 1e6,
             yielded_seconds: c.yielded_micros.load(Ordering::Relaxed) as f64 / 1e6,
@@ -214,6 +223,7 @@ async fn run(s: Arc<Shared>) {
     let mut backoff = poll;
     let mut measured = Instant::now();
     let mut registered: Option<Instant> = None;
+    let mut mapped: Option<Instant> = None;
     while !*stop.borrow() {
         let cfg = &s.parts.config;
         // New sessions are looked for at most once per settle: the look reads every session.
@@ -264,12 +274,59 @@ async fn run(s: Arc<Shared>) {
                 }
             }
         }
+        if idle && mapped.is_none_or(|at| at.elapsed() >= MAP_BACKFILL_EVERY) {
+            match backfill_maps(&s).await {
+                // A full batch that stored maps: more may wait, so look again at once.
+                Ok((looked, stored)) if looked as i64 == MAP_BACKFILL_BATCH && stored > 0 => mapped = None,
+                Ok(_) => mapped = Some(Instant::now()),
+                Err(e) => {
+                    record_error(&s, "listing sessions without line maps", &e);
+                    mapped = Some(Instant::now());
+                }
+            }
+        }
         if idle {
             tokio::select! {
                 _ = s.wake.notified() => {}
                 _ = tokio::time::sleep(backoff) => {}
                 _ = stop.changed() => {}
             }
+        }
+    }
+}
+
+/// Sessions without a line map the idle worker looks for at a time, and how often it looks.
+const MAP_BACKFILL_BATCH: i64 = 64;
+const MAP_BACKFILL_EVERY: Duration = Duration::from_secs(60);
+
+/// Stores the line maps of sessions read before the worker stored them (see [`prepare_map`]),
+/// a batch at a time, stepping aside for requests like a job. Returns how many sessions it
+/// looked at and how many maps it stored.
+async fn backfill_maps(s: &Shared) -> Result<(usize, usize), RecallError> {
+    let sessions = tables::unmapped(s.parts.store.pool(), scope(s).as_deref(), MAP_BACKFILL_BATCH).await?;
+    let mut stored = 0;
+    for (ns, session) in &sessions {
+        if *s.stop.borrow() {
+            break;
+        }
+        step_aside(s).await;
+        stored += usize::from(prepare_map(s, *ns, *session).await);
+    }
+    Ok((sessions.len(), stored))
+}
+
+/// Stores the line map of a session read to its last event, so that readers citing it need not
+/// compile it. Derived, and remade on a reader's miss: a failure is logged, not the job's.
+/// Returns whether it stored one.
+async fn prepare_map(s: &Shared, ns: Uuid, session: Uuid) -> bool {
+    match s.parts.full_view.prepare(NamespaceId(ns), SessionId(session)).await {
+        Ok(stored) => {
+            s.counters.maps.fetch_add(u64::from(stored), Ordering::Relaxed);
+            stored
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, session = %session, "memory: line map not stored");
+            false
         }
     }
 }
@@ -428,6 +485,10 @@ async fn job(s: &Shared, c: tables::Claim) -> Result<(), RecallError> {
     let source = if s.parts.interpreter.name() == "heuristic" { "extractor" } else { "model" };
     let facts = adv.facts.len() as u64;
     let segments = adv.segments.len() as u64;
+    // Before the job's writes, so that a session read to its end (lag 0) already has its map.
+    if upto == c.head {
+        prepare_map(s, c.namespace_id, c.session_id).await;
+    }
     tables::write_job(store.pool(), c.namespace_id, c.session_id, &adv, source, &verify).await?;
     s.counters.events.fetch_add(n_new, Ordering::Relaxed);
     s.counters.jobs.fetch_add(1, Ordering::Relaxed);

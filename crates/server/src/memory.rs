@@ -110,6 +110,10 @@ pub fn snapshots(
     }
 }
 
+/// Memory for the memory worker's compiled sessions (it compiles a session once it has read it,
+/// for the line map, and seldom asks again).
+const WORKER_VIEWS_BYTES: u64 = 16 * 1024 * 1024;
+
 /// The memory worker, on `background`'s idle-priority threads with its own small pool; None
 /// when memory is off.
 pub async fn start_worker(
@@ -127,7 +131,11 @@ pub async fn start_worker(
     let memory = config.memory.clone();
     let worker = background
         .run(config, move |store| async move {
+            // Its own views, small: it compiles each session it has read once, to store its map.
+            let views =
+                memex_views::Views::new(store.clone(), &memex_views::ViewsConfig { cache_bytes: WORKER_VIEWS_BYTES });
             Ok(MemoryWorker::start(WorkerParts {
+                full_view: Arc::new(views),
                 store,
                 config: memory,
                 interpreter,

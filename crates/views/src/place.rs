@@ -8,6 +8,7 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use memex_event::{NamespaceId, Seq, SessionId};
 use memex_pointer::{FullView, FullViewError, SESSIONS_AT_ONCE, Stability, ViewBlock, ViewLines};
+use memex_store::tenant::{self, Tenant};
 use memex_store::{LineMapRow, Session};
 use uuid::Uuid;
 
@@ -119,6 +120,25 @@ impl Views {
         self.lines_in(ns, &compiled, seqs).await
     }
 
+    /// Stores the session's line map unless the stored one is recent enough, compiling the
+    /// session to make it (`FullView::prepare`). A live session's map is remade once it is behind
+    /// by half the session or by [`MAP_SLACK`] events: while it grows, that is O(events) compile
+    /// work in all, and a reader asking for the newest lines compiles them itself as before.
+    /// Returns whether it compiled.
+    pub async fn keep_line_map(&self, ns: NamespaceId, session: SessionId) -> Result<bool, ViewError> {
+        let row = self.store.session(ns.0, session.0).await?;
+        let version = if row.source.is_some() { 0 } else { row.event_count };
+        let stored = self.store.line_map(ns.0, session.0).await?;
+        if stored.is_some_and(|m| !map_is_stale(m.version, version)) {
+            return Ok(false);
+        }
+        let compiled = self.compile_row(ns, row).await?;
+        let map = LineMap::of(&compiled).row(session.0);
+        let n = tenant::scope(Tenant::Namespace(ns.0), self.store.put_line_maps(ns.0, &[map])).await?;
+        self.stats.maps_written.fetch_add(n, Ordering::Relaxed);
+        Ok(true)
+    }
+
     /// [`Views::event_lines`] in a session already compiled.
     pub(crate) async fn lines_in(
         &self,
@@ -167,6 +187,14 @@ impl Views {
     }
 }
 
+/// How far a live session's stored map may fall behind before [`Views::keep_line_map`] remakes it.
+pub const MAP_SLACK: u64 = 256;
+
+/// Whether a map of version `stored` is to be remade for version `current` (an import's, 0, never).
+fn map_is_stale(stored: u64, current: u64) -> bool {
+    current > stored && (current - stored >= MAP_SLACK || current - stored >= stored.max(1))
+}
+
 impl FullView for Views {
     fn lines<'a>(
         &'a self,
@@ -202,5 +230,9 @@ impl FullView for Views {
         seqs: &'a [Seq],
     ) -> BoxFuture<'a, Result<Vec<Option<ViewBlock>>, FullViewError>> {
         Box::pin(async move { Ok(self.place_blocks(namespace, session, head, seqs).await?) })
+    }
+
+    fn prepare<'a>(&'a self, namespace: NamespaceId, session: SessionId) -> BoxFuture<'a, Result<bool, FullViewError>> {
+        Box::pin(async move { Ok(self.keep_line_map(namespace, session).await?) })
     }
 }

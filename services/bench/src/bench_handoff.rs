@@ -517,17 +517,18 @@ async fn latency(args: &HandoffArgs, conn: &memex_client::Conn) -> anyhow::Resul
     })
     .await;
     println!(
-        "BuildSnapshot over {} ({} sessions): {:.1}/s  p50 {:.1} ms  p99 {:.1} ms  max {:.1} ms  errors {}",
+        "BuildSnapshot over {} ({} sessions): {:.1}/s  p50 {:.1} ms  p99 {:.1} ms  max {:.1} ms  errors {} {}",
         args.latency_namespace,
         sessions.len(),
         r.rate,
         r.p50,
         r.p99,
         r.max,
-        r.errors
+        r.errors,
+        r.codes()
     );
     Ok(json!({"namespace": args.latency_namespace, "sessions": sessions.len(), "rate": r.rate, "p50_ms": r.p50,
-              "p99_ms": r.p99, "max_ms": r.max, "errors": r.errors}))
+              "p99_ms": r.p99, "max_ms": r.max, "errors": r.errors, "error_codes": r.error_codes}))
 }
 
 #[cfg(test)]

@@ -883,10 +883,18 @@ async fn latency(args: &MemoryArgs, conn: &memex_client::Conn, store: &memex_sto
             }
         })
         .await;
-        println!("{tool:<14} {:>8.1} {:>9.2} {:>9.2} {:>9.2} {:>7}", r.rate, r.p50, r.p99, r.max, r.errors);
+        println!(
+            "{tool:<14} {:>8.1} {:>9.2} {:>9.2} {:>9.2} {:>7} {}",
+            r.rate,
+            r.p50,
+            r.p99,
+            r.max,
+            r.errors,
+            r.codes()
+        );
         results.insert(
             tool.into(),
-            json!({"p50_ms": r.p50, "p99_ms": r.p99, "max_ms": r.max, "errors": r.errors, "rate": r.rate}),
+            json!({"p50_ms": r.p50, "p99_ms": r.p99, "max_ms": r.max, "errors": r.errors, "error_codes": r.error_codes, "rate": r.rate}),
         );
     }
     Ok(
@@ -902,6 +910,15 @@ pub(crate) struct LoadResult {
     pub p99: f64,
     pub max: f64,
     pub errors: u64,
+    /// Errors by gRPC status code (`ResourceExhausted`: refused by admission, not failed).
+    pub error_codes: std::collections::BTreeMap<String, u64>,
+}
+
+impl LoadResult {
+    /// The error codes as `Code×n` pairs, for the text report.
+    pub fn codes(&self) -> String {
+        self.error_codes.iter().map(|(c, n)| format!("{c}×{n}")).collect::<Vec<_>>().join(" ")
+    }
 }
 
 /// Sends `rate` requests per second for `seconds` on schedule (not after the previous answer),
@@ -922,16 +939,18 @@ where
         let sent = super::bench_pack::sent_at(due);
         handles.push(tokio::spawn(async move {
             let r = fut.await;
-            (sent.elapsed(), r.is_ok())
+            (sent.elapsed(), r.err().map(|e| e.code()))
         }));
     }
     let mut h = hdrhistogram::Histogram::<u64>::new(3).expect("a histogram");
     let mut errors = 0;
+    let mut error_codes = std::collections::BTreeMap::new();
     for x in handles {
-        if let Ok((d, ok)) = x.await {
+        if let Ok((d, err)) = x.await {
             let _ = h.record(d.as_micros() as u64);
-            if !ok {
+            if let Some(code) = err {
                 errors += 1;
+                *error_codes.entry(format!("{code:?}")).or_insert(0) += 1;
             }
         }
     }
@@ -942,5 +961,6 @@ where
         p99: ms(0.99),
         max: h.max() as f64 / 1000.0,
         errors,
+        error_codes,
     }
 }
