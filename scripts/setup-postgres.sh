@@ -134,7 +134,8 @@ if [ "$(psql_admin -d postgres -c "SELECT 1 FROM pg_database WHERE datname = 'me
 fi
 psql_admin -d memex -c "CREATE EXTENSION IF NOT EXISTS vector"
 psql_admin -d template1 -c "CREATE EXTENSION IF NOT EXISTS vector"
-# pg_trgm (contrib, trusted): memory's fact search by subject and object text.
+# pg_trgm (contrib, trusted): an early migration creates it for an index a later one dropped
+# (behind the tenant wall no index serves ILIKE); a new database still runs both.
 psql_admin -d memex -c "CREATE EXTENSION IF NOT EXISTS pg_trgm"
 psql_admin -d template1 -c "CREATE EXTENSION IF NOT EXISTS pg_trgm"
 

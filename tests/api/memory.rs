@@ -536,7 +536,9 @@ async fn a_rebuild_in_small_jobs_after_a_restart_gives_the_same_memory() {
     assert!(before.segments.len() >= 2 && before.facts.len() >= 8, "{before:?}");
     let (config, store) = (srv.config.clone(), srv.store.clone());
     srv.stop().await;
+    assert!(subjects_match_facts(&store, ns).await > 0);
     memex_recall::reset_namespace(store.pool(), ns).await.unwrap();
+    assert_eq!(subjects_match_facts(&store, ns).await, 0, "the facts' subjects go with them");
     let mut config = config;
     config.memory.events_per_job = 3;
     let srv = TestServer::restart(config, store.clone()).await;
@@ -545,6 +547,26 @@ async fn a_rebuild_in_small_jobs_after_a_restart_gives_the_same_memory() {
     let status = settled(&c, &f.ns).await;
     assert_counts(&store, ns, &status).await;
     assert_eq!(snapshot(&store, ns).await, before);
+    assert!(subjects_match_facts(&store, ns).await > 0);
+}
+
+/// Checks that `memory_subjects` (what QueryFacts matches a subject against) holds exactly the
+/// distinct subjects of the namespace's facts; returns how many.
+async fn subjects_match_facts(store: &memex_store::Store, ns: uuid::Uuid) -> usize {
+    let listed: Vec<String> =
+        sqlx::query_scalar("SELECT subject FROM memory_subjects WHERE namespace_id = $1 ORDER BY subject")
+            .bind(ns)
+            .fetch_all(store.pool())
+            .await
+            .unwrap();
+    let facts: Vec<String> =
+        sqlx::query_scalar("SELECT DISTINCT subject FROM memory_facts WHERE namespace_id = $1 ORDER BY subject")
+            .bind(ns)
+            .fetch_all(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(listed, facts);
+    listed.len()
 }
 
 /// Sessions read before the worker stored line maps get theirs when it is idle: after a restart

@@ -137,18 +137,31 @@ impl Memory {
         // Rank by the question: fetch more, then rerank by similarity of `what`.
         let ranked = !q.question.trim().is_empty() && self.vectors.is_some();
         let fetch = if ranked { (limit * 4).min(2_000) } else { limit };
+        // A subject is matched among the namespace's distinct subjects, then its facts found by
+        // equality: behind the tenant wall no index serves `ILIKE` on memory_facts (migration
+        // `*_memory_subjects.sql`). Two forms, not one `$4 = '' OR …`: an OR keeps the planner
+        // from turning the subquery into a join on the subject index.
+        let subject = if q.subject.is_empty() {
+            "AND $4::text = ''"
+        } else {
+            "AND f.subject IN (SELECT s.subject FROM memory_subjects s WHERE s.namespace_id = $1 AND s.subject ILIKE $4)"
+        };
+        // What held at `as_of`, every fact, or the current ones: the last as a plain condition,
+        // which the live facts' partial index is matched against.
+        let temporal = match (q.as_of, q.include_superseded) {
+            (Some(_), _) => "AND f.when_time <= $8 AND ($9 OR f.superseded_at IS NULL OR f.superseded_at > $8)",
+            (None, true) => "AND $8::timestamptz IS NULL AND $9",
+            (None, false) => "AND $8::timestamptz IS NULL AND NOT $9 AND f.superseded_by IS NULL",
+        };
         let rows: Vec<FactRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT {FACT_COLUMNS} FROM memory_facts f WHERE f.namespace_id = $1
                AND ($2 = '' OR f.fact_type = $2)
                AND ($3 = '' OR f.status = $3)
-               AND ($4 = '' OR f.subject ILIKE $4)
+               {subject}
                AND ($5 = '' OR f.object ILIKE $5 OR f.what ILIKE $5)
                AND (cardinality($6::text[]) = 0 OR f.verb = ANY($6))
                AND (cardinality($7::uuid[]) = 0 OR f.session_id = ANY($7))
-               AND CASE
-                     WHEN $8::timestamptz IS NOT NULL THEN f.when_time <= $8 AND ($9 OR f.superseded_at IS NULL OR f.superseded_at > $8)
-                     ELSE $9 OR f.superseded_by IS NULL
-                   END
+               {temporal}
              ORDER BY f.when_time DESC, f.session_id, f.first_seq DESC, f.id LIMIT $10"
         )))
         .bind(ns)
