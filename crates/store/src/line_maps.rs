@@ -29,6 +29,19 @@ impl Store {
         Ok(row.map(|(version, stable_before, map)| self::row(session_id, version, stable_before, map)))
     }
 
+    /// The version of a session's stored line map, if it has one (without its bytes: the memory
+    /// worker asks after each job that reads a session to its end).
+    #[tracing::instrument(name = "store.line_map_version", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "line_map_version"))]
+    pub async fn line_map_version(&self, namespace_id: Uuid, session_id: Uuid) -> Result<Option<u64>> {
+        let v: Option<i64> =
+            sqlx::query_scalar("SELECT version FROM view_line_maps WHERE namespace_id = $1 AND session_id = $2")
+                .bind(namespace_id)
+                .bind(session_id)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(v.map(|v| v.max(0) as u64))
+    }
+
     /// The stored line maps of the sessions of `ids` that have one.
     #[tracing::instrument(name = "store.line_maps", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "line_maps"))]
     pub async fn line_maps(&self, namespace_id: Uuid, ids: &[Uuid]) -> Result<Vec<LineMapRow>> {

@@ -128,8 +128,8 @@ impl Views {
     pub async fn keep_line_map(&self, ns: NamespaceId, session: SessionId) -> Result<bool, ViewError> {
         let row = self.store.session(ns.0, session.0).await?;
         let version = if row.source.is_some() { 0 } else { row.event_count };
-        let stored = self.store.line_map(ns.0, session.0).await?;
-        if stored.is_some_and(|m| !map_is_stale(m.version, version)) {
+        let stored = self.store.line_map_version(ns.0, session.0).await?;
+        if stored.is_some_and(|v| !map_is_stale(v, version)) {
             return Ok(false);
         }
         let compiled = self.compile_row(ns, row).await?;

@@ -524,11 +524,13 @@ async fn latency(args: &HandoffArgs, conn: &memex_client::Conn) -> anyhow::Resul
         r.p50,
         r.p99,
         r.max,
-        r.errors,
+        r.errors(),
         r.codes()
     );
-    Ok(json!({"namespace": args.latency_namespace, "sessions": sessions.len(), "rate": r.rate, "p50_ms": r.p50,
-              "p99_ms": r.p99, "max_ms": r.max, "errors": r.errors, "error_codes": r.error_codes}))
+    let mut out = r.json();
+    out["namespace"] = json!(args.latency_namespace);
+    out["sessions"] = json!(sessions.len());
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -889,13 +889,10 @@ async fn latency(args: &MemoryArgs, conn: &memex_client::Conn, store: &memex_sto
             r.p50,
             r.p99,
             r.max,
-            r.errors,
+            r.errors(),
             r.codes()
         );
-        results.insert(
-            tool.into(),
-            json!({"p50_ms": r.p50, "p99_ms": r.p99, "max_ms": r.max, "errors": r.errors, "error_codes": r.error_codes, "rate": r.rate}),
-        );
+        results.insert(tool.into(), r.json());
     }
     Ok(
         json!({"events": args.events, "namespace": ns, "worker": {"under_backlog": args.under_backlog, "events": lag0, "seconds": read_secs, "events_per_sec": throughput,
@@ -909,12 +906,21 @@ pub(crate) struct LoadResult {
     pub p50: f64,
     pub p99: f64,
     pub max: f64,
-    pub errors: u64,
     /// Errors by gRPC status code (`ResourceExhausted`: refused by admission, not failed).
     pub error_codes: std::collections::BTreeMap<String, u64>,
 }
 
 impl LoadResult {
+    pub fn errors(&self) -> u64 {
+        self.error_codes.values().sum()
+    }
+
+    /// The figures as the benches' JSON lines carry them.
+    pub fn json(&self) -> serde_json::Value {
+        json!({"rate": self.rate, "p50_ms": self.p50, "p99_ms": self.p99, "max_ms": self.max,
+               "errors": self.errors(), "error_codes": self.error_codes})
+    }
+
     /// The error codes as `Code×n` pairs, for the text report.
     pub fn codes(&self) -> String {
         self.error_codes.iter().map(|(c, n)| format!("{c}×{n}")).collect::<Vec<_>>().join(" ")
@@ -943,13 +949,11 @@ where
         }));
     }
     let mut h = hdrhistogram::Histogram::<u64>::new(3).expect("a histogram");
-    let mut errors = 0;
     let mut error_codes = std::collections::BTreeMap::new();
     for x in handles {
         if let Ok((d, err)) = x.await {
             let _ = h.record(d.as_micros() as u64);
             if let Some(code) = err {
-                errors += 1;
                 *error_codes.entry(format!("{code:?}")).or_insert(0) += 1;
             }
         }
@@ -960,7 +964,6 @@ where
         p50: ms(0.5),
         p99: ms(0.99),
         max: h.max() as f64 / 1000.0,
-        errors,
         error_codes,
     }
 }

@@ -147,7 +147,8 @@ impl Memory {
             "AND f.subject IN (SELECT s.subject FROM memory_subjects s WHERE s.namespace_id = $1 AND s.subject ILIKE $4)"
         };
         // What held at `as_of`, every fact, or the current ones: the last as a plain condition,
-        // which the live facts' partial index is matched against.
+        // which the live facts' partial index is matched against. (Every form names each bound
+        // parameter, $4 above too, so the statement uses all it is given.)
         let temporal = match (q.as_of, q.include_superseded) {
             (Some(_), _) => "AND f.when_time <= $8 AND ($9 OR f.superseded_at IS NULL OR f.superseded_at > $8)",
             (None, true) => "AND $8::timestamptz IS NULL AND $9",
