@@ -68,6 +68,10 @@ pub struct MemoryConfig {
     /// appends at a time, not once per append (each job's fixed Postgres round trips were most of
     /// the worker's load under a fleet's single appends). 0: as soon as an event arrives.
     pub settle_ms: u64,
+    /// An idle worker reads every session to find work only after news of an append (from any
+    /// replica), while its last work or news is recent (`settle_ms`, `idle_close_secs`), and at
+    /// least this often (milliseconds): for what no append announces (a crashed replica's lease).
+    pub idle_rescan_ms: u64,
     /// How long a claim keeps other replicas off a session, in seconds.
     pub lease_secs: u64,
     /// A session quiet for this long has its last turn closed (seconds); an event arriving after
@@ -98,6 +102,7 @@ impl Default for MemoryConfig {
             events_per_job: 2_000,
             poll_interval_ms: 500,
             settle_ms: 1_000,
+            idle_rescan_ms: 10_000,
             lease_secs: 120,
             idle_close_secs: 30,
             topic_interval_ms: 2_000,

@@ -47,6 +47,9 @@ pub struct MemoryProgress {
     pub line_maps_stored: u64,
     /// Events appended but not yet read, as last measured.
     pub backlog_events: u64,
+    /// Times it read every session to find work (an idle worker looks only after news of an
+    /// append, while work is recent, and every `idle_rescan_ms`).
+    pub looks: u64,
     /// Seconds spent in jobs (reading, interpreting, writing) and stepping aside.
     pub busy_seconds: f64,
     pub yielded_seconds: f64,
@@ -63,6 +66,7 @@ struct Counters {
     rebuilds: AtomicU64,
     maps: AtomicU64,
     backlog: AtomicU64,
+    looks: AtomicU64,
     busy_micros: AtomicU64,
     yielded_micros: AtomicU64,
     in_flight: AtomicU64,
@@ -182,6 +186,7 @@ impl MemoryProbe {
             topic_rebuilds: c.rebuilds.load(Ordering::Relaxed),
             line_maps_stored: c.maps.load(Ordering::Relaxed),
             backlog_events: c.backlog.load(Ordering::Relaxed),
+            looks: c.looks.load(Ordering::Relaxed),
             busy_seconds: c.busy_micros.load(Ordering::Relaxed) as f64 / 1e6,
             yielded_seconds: c.yielded_micros.load(Ordering::Relaxed) as f64 / 1e6,
             errors: c.errors.load(Ordering::Relaxed),
@@ -224,34 +229,48 @@ async fn run(s: Arc<Shared>) {
     let mut measured = Instant::now();
     let mut registered: Option<Instant> = None;
     let mut mapped: Option<Instant> = None;
+    let cfg = &s.parts.config;
+    // After news or work, what came may become due only once settled or once its turn is quiet.
+    let hot = Duration::from_millis(cfg.settle_ms).max(Duration::from_secs(cfg.idle_close_secs)) + 2 * poll;
+    let mut scan =
+        memex_store::IdleScan::new(s.parts.store.append_news(), hot, Duration::from_millis(cfg.idle_rescan_ms));
     while !*stop.borrow() {
-        let cfg = &s.parts.config;
+        let now = Instant::now();
+        let look = scan.due(now);
         // New sessions are looked for at most once per settle: the look reads every session.
         let settle = Duration::from_millis(cfg.settle_ms);
-        if registered.is_none_or(|at| at.elapsed() >= settle) {
+        if look && registered.is_none_or(|at| at.elapsed() >= settle) {
             match tables::register(s.parts.store.pool(), scope(&s).as_deref()).await {
                 Ok(()) => registered = Some(Instant::now()),
                 Err(e) => record_error(&s, "registering sessions", &e),
             }
         }
-        let claimed = match tables::claim(
-            s.parts.store.pool(),
-            &s.owner,
-            cfg.lease_secs as f64,
-            cfg.claim_sessions,
-            cfg.idle_close_secs as f64,
-            (settle.as_secs_f64(), cfg.events_per_job),
-            scope(&s).as_deref(),
-        )
-        .await
-        {
-            Ok(c) => c,
-            Err(e) => {
-                record_error(&s, "claiming work", &e);
-                Vec::new()
+        let claimed = if !look {
+            Vec::new()
+        } else {
+            match tables::claim(
+                s.parts.store.pool(),
+                &s.owner,
+                cfg.lease_secs as f64,
+                cfg.claim_sessions,
+                cfg.idle_close_secs as f64,
+                (settle.as_secs_f64(), cfg.events_per_job),
+                scope(&s).as_deref(),
+            )
+            .await
+            {
+                Ok(c) => c,
+                Err(e) => {
+                    record_error(&s, "claiming work", &e);
+                    Vec::new()
+                }
             }
         };
         let idle = claimed.is_empty();
+        if look {
+            scan.looked(now, !idle);
+            s.counters.looks.fetch_add(1, Ordering::Relaxed);
+        }
         let in_flight = cfg.jobs_in_flight.max(1) as usize;
         futures::stream::iter(claimed).for_each_concurrent(in_flight, |c| run_job(&s, c)).await;
         match topics::rebuild_due(&s.parts, &s.owner, scope(&s).as_deref()).await {
@@ -260,8 +279,9 @@ async fn run(s: Arc<Shared>) {
             }
             Err(e) => record_error(&s, "rebuilding topics", &e),
         }
-        // The lag, as the metric reports it: measured when idle, and at most once a second.
-        if idle || measured.elapsed() >= Duration::from_secs(1) {
+        // The lag, as the metric reports it: measured when a look found nothing, and at most
+        // once a second while working (without news it cannot have grown).
+        if look && (idle || measured.elapsed() >= Duration::from_secs(1)) {
             measured = Instant::now();
             match tables::backlog(s.parts.store.pool(), scope(&s).as_deref()).await {
                 Ok(n) => {
@@ -287,7 +307,7 @@ async fn run(s: Arc<Shared>) {
         }
         if idle {
             tokio::select! {
-                _ = s.wake.notified() => {}
+                _ = s.wake.notified() => scan.force(),
                 _ = tokio::time::sleep(backoff) => {}
                 _ = stop.changed() => {}
             }

@@ -59,6 +59,10 @@ pub struct WorkerOptions {
     /// events wait: each job's round trips (claim, read, insert, progress) are paid per second
     /// of a live session's appends rather than per append.
     pub settle: Duration,
+    /// An idle worker reads every session to find work only after news of an append (from any
+    /// replica), for a while after news or work (`settle`), and at least this often: for what no
+    /// append announces (a crashed replica's lease).
+    pub idle_rescan: Duration,
 }
 
 impl Default for WorkerOptions {
@@ -76,6 +80,7 @@ impl Default for WorkerOptions {
             max_yield: Some(MAX_YIELD),
             namespaces: Vec::new(),
             settle: Duration::ZERO,
+            idle_rescan: Duration::from_secs(10),
         }
     }
 }
@@ -330,7 +335,18 @@ async fn read_loop(s: Arc<Shared>, tx: mpsc::Sender<Job>) {
     let mut stop = s.stop.clone();
     let mut backoff = s.opts.poll_interval;
     let mut registered: Option<Instant> = None;
+    let hot = s.opts.settle + 2 * s.opts.poll_interval;
+    let mut scan = memex_store::IdleScan::new(s.store.append_news(), hot, s.opts.idle_rescan);
     while !*stop.borrow() {
+        let now = Instant::now();
+        if !scan.due(now) {
+            tokio::select! {
+                _ = s.wake.notified() => scan.force(),
+                _ = tokio::time::sleep(s.opts.poll_interval) => {}
+                _ = stop.changed() => {}
+            }
+            continue;
+        }
         // New sessions are looked for at most once per settle: the look reads every session.
         if registered.is_none_or(|at| at.elapsed() >= s.opts.settle) {
             match register_sessions(&s).await {
@@ -346,6 +362,7 @@ async fn read_loop(s: Arc<Shared>, tx: mpsc::Sender<Job>) {
             }
         };
         let idle = claimed.is_empty();
+        scan.looked(now, !idle);
         for (namespace_id, session_id, done, head) in claimed {
             set_busy(&s, session_id, true);
             let upto = head.min(done + u64::from(s.opts.events_per_job));
@@ -377,7 +394,7 @@ async fn read_loop(s: Arc<Shared>, tx: mpsc::Sender<Job>) {
                 backoff = s.opts.poll_interval;
             }
             tokio::select! {
-                _ = s.wake.notified() => {}
+                _ = s.wake.notified() => scan.force(),
                 _ = tokio::time::sleep(backoff) => {}
                 _ = stop.changed() => {}
             }

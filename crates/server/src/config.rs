@@ -160,6 +160,10 @@ pub struct EmbeddingConfig {
     /// unless a full job's events wait: a live session is embedded a second of appends at a time,
     /// not once per append. 0: as soon as an event arrives.
     pub settle_ms: u64,
+    /// An idle embedding worker reads every session to find work only after news of an append
+    /// (from any replica), for a while after news or work, and at least this often
+    /// (milliseconds).
+    pub idle_rescan_ms: u64,
 }
 
 /// MCP over streamable HTTP (`POST http://<http_addr>/mcp`), served beside gRPC by `memex serve`.
@@ -352,6 +356,7 @@ impl Default for EmbeddingConfig {
             static_dir: String::new(),
             worker_share: 0.5,
             settle_ms: 1_000,
+            idle_rescan_ms: 10_000,
         }
     }
 }

@@ -146,6 +146,7 @@ async fn spawn_workers(
             // replica has no requests to wait for.
             max_yield: None,
             settle: Duration::from_millis(config.embedding.settle_ms),
+            idle_rescan: Duration::from_millis(config.embedding.idle_rescan_ms),
             ..WorkerOptions::default()
         };
         workers.push(EmbeddingWorker::start_yielding(store.clone(), m.clone(), opts, foreground.clone()).await?);
@@ -157,6 +158,7 @@ async fn spawn_workers(
             events_per_job: 512,
             vector_index: false,
             settle: Duration::from_millis(config.embedding.settle_ms),
+            idle_rescan: Duration::from_millis(config.embedding.idle_rescan_ms),
             ..WorkerOptions::default()
         };
         workers.push(EmbeddingWorker::start_yielding(store.clone(), f.clone(), opts, foreground).await?);

@@ -193,12 +193,14 @@ impl Store {
         if !req.batch.external_tool_calls.is_empty() {
             self.check_tool_calls(&req).await?;
         }
-        if let Some(group) = &self.group
-            && group.accepts(&req)
-        {
-            return group.submit(req).await;
+        let out = match &self.group {
+            Some(group) if group.accepts(&req) => group.submit(req).await,
+            _ => self.append_direct(req).await,
+        };
+        if out.is_ok() {
+            self.note_appended();
         }
-        self.append_direct(req).await
+        out
     }
 
     /// Appends a batch in a statement of its own.

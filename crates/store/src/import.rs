@@ -89,6 +89,7 @@ impl Store {
             .fetch_one(&mut *tx)
             .await?;
         tx.commit().await?;
+        self.note_appended();
         let artifacts = self.artifact_refs(namespace_id, prepared.artifact_order()).await?;
         let outcome = if prepared.n > 0 {
             prepared.outcome(id, first_seq, artifacts)

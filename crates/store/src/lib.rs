@@ -24,6 +24,7 @@ mod keys;
 mod line_maps;
 mod model;
 mod namespaces;
+mod news;
 mod notify;
 mod packs;
 mod planning;
@@ -52,6 +53,7 @@ pub use import::ImportRequest;
 pub use keys::{Access, ApiKey, Authenticated, NewApiKey, token_hash};
 pub use line_maps::LineMapRow;
 pub use model::{AppendOutcome, ArtifactRef, Event, Namespace, Session, SessionSource};
+pub use news::{APPENDED_CHANNEL, AppendNews, IdleScan};
 pub use notify::Heard;
 pub use packs::{PackChunk, PackRow};
 pub use planning::{ChildState, DelegationRow, ReportRow};
@@ -123,6 +125,8 @@ pub struct Store {
     standby: Option<standby::Standby>,
     /// `StoreOptions::unscoped`.
     unscoped: Tenant,
+    /// What it appended and heard appended (`news`).
+    news: std::sync::Arc<news::News>,
 }
 
 impl Store {
@@ -154,14 +158,14 @@ impl Store {
             }
             None => None,
         };
-        Ok(Store { pool, listeners, group, standby, unscoped: opts.unscoped })
+        Ok(Store { pool, listeners, group, standby, unscoped: opts.unscoped, news: Default::default() })
     }
 
     /// A store over an existing pool, writing every append on its own (no group commit). The
     /// pool should be one of a `Store`'s: a pool without its hooks does not set the tenant.
     pub fn from_pool(pool: PgPool) -> Store {
         let listeners = listener_pool((*pool.connect_options()).clone(), pool.options().get_acquire_timeout());
-        Store { pool, listeners, group: None, standby: None, unscoped: Tenant::Deny }
+        Store { pool, listeners, group: None, standby: None, unscoped: Tenant::Deny, news: Default::default() }
     }
 
     /// Closes the pools (primary, listeners and standby).
