@@ -595,6 +595,53 @@ async fn an_idle_worker_stores_the_maps_of_sessions_read_without_them() {
     panic!("the idle worker stored no line map");
 }
 
+/// An idle worker reads every session only on news of an append (ADR: `memex_store::news`):
+/// with its periodic look an hour away, an append is still read at once, announced by the
+/// server's store to the worker's own over Postgres.
+#[tokio::test]
+async fn an_append_is_read_on_its_news_alone() {
+    let Some(srv) = TestServer::start_with(|c| {
+        memory_on(c);
+        c.memory.idle_rescan_ms = 3_600_000;
+    })
+    .await
+    else {
+        return;
+    };
+    let f = crate::fixture(&srv, "news").await;
+    let ns = srv.store.namespace("news").await.unwrap().id;
+    let session: uuid::Uuid = f.session.parse().unwrap();
+    let events = session_events();
+    let (first, rest) = events.split_at(events.len() / 2);
+    // Past the worker's first look and its listener's connection: the server's first append
+    // must be announced too.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    append(&f.c, &f.ns, &f.session, first.to_vec()).await;
+    read_to(&srv.store, ns, session, first.len() as i64).await;
+    // Past the worker's hot spell (settle 0, poll 20 ms): it now looks only on news.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    append(&f.c, &f.ns, &f.session, rest.to_vec()).await;
+    read_to(&srv.store, ns, session, events.len() as i64).await;
+}
+
+/// Waits until the memory worker has read the session up to `seq` (10 s at most).
+async fn read_to(store: &memex_store::Store, ns: uuid::Uuid, session: uuid::Uuid, seq: i64) {
+    for _ in 0..500 {
+        let read: Option<i64> =
+            sqlx::query_scalar("SELECT fact_seq FROM memory_progress WHERE namespace_id = $1 AND session_id = $2")
+                .bind(ns)
+                .bind(session)
+                .fetch_optional(store.pool())
+                .await
+                .unwrap();
+        if read.is_some_and(|r| r >= seq) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the memory worker did not read the session to seq {seq}");
+}
+
 /// With memory off, the reader tools say so.
 #[tokio::test]
 async fn memory_off_is_a_failed_precondition() {

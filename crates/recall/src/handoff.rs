@@ -6,6 +6,10 @@
 //! The facts are memory's: those stored up to the worker's `fact_seq`, then the same extractor
 //! run on from the state it stored, so a snapshot taken right after a compaction sees the last
 //! events too, and the answer is the same whether or not the worker had read them.
+//!
+//! The reads are one round of statements at once (the session's events and user messages in
+//! one, memory's progress and facts in another), then the task's card and the pointers: at 1M
+//! events each dependent round trip was a chance to queue behind background work.
 use chrono::{DateTime, Utc};
 use memex_handoff::{Format, Input, Options, Shown, TaskCard};
 use memex_memory::{Fact, FactExtractor, FactType, MemEvent, SeqSpan, TemporalStatus};
@@ -95,36 +99,57 @@ impl Memory {
     pub async fn snapshot(&self, ns: Uuid, req: &SnapshotRequest) -> Result<HandoffSnapshot, RecallError> {
         req.check()?;
         let store = &self.store;
-        let session = match &req.scope {
-            SnapshotScope::Session(id) => store.session(ns, *id).await?,
+        // One round of reads: the session's row, its events (one statement) and memory's facts
+        // with the worker's progress (another) at once; the task's card waits for the row only
+        // when the session names the task. An agent's or a task's latest session is found first.
+        let (named, found) = match &req.scope {
+            SnapshotScope::Session(id) => (*id, None),
             SnapshotScope::Agent(a) => {
-                latest(self, ns, SessionFilter { agent_id: Some(a.clone()), ..Default::default() }, "agent_id", a)
-                    .await?
+                let filter = SessionFilter { agent_id: Some(a.clone()), ..Default::default() };
+                let s = latest(self, ns, filter, "agent_id", a).await?;
+                (s.id, Some(s))
             }
             SnapshotScope::Task(t) => {
-                latest(self, ns, SessionFilter { task_id: Some(t.clone()), ..Default::default() }, "task_id", t).await?
+                let filter = SessionFilter { task_id: Some(t.clone()), ..Default::default() };
+                let s = latest(self, ns, filter, "task_id", t).await?;
+                (s.id, Some(s))
             }
         };
-        let sid = session.id;
-        let head = session.event_count;
-        let task_id = req.task_id.clone().or(session.task_id.clone()).filter(|t| !t.is_empty());
-        let (task, progress, requests) = futures::try_join!(
-            task_card(self, ns, task_id.as_deref()),
-            progress(self, ns, sid),
-            requests(self, ns, sid, head),
+        let session = async {
+            match found {
+                Some(s) => Ok(s),
+                None => Ok::<_, RecallError>(store.session(ns, named).await?),
+            }
+        };
+        let asked_task = req.task_id.clone().filter(|t| !t.is_empty());
+        let (session, reads, memory, asked_card) = futures::try_join!(
+            session,
+            session_reads(self, ns, named),
+            memory_reads(self, ns, named),
+            task_card(self, ns, asked_task.as_deref())
         )?;
-        let (memory_seq, extractor) = progress;
-        let memory_seq = memory_seq.min(head);
-        let stored = stored_facts(self, ns, sid, memory_seq);
-        let from = (memory_seq + 1).min(head.saturating_sub(RECENT_EVENTS - 1)).max(1);
-        let events = async {
-            if head == 0 {
-                return Ok(Vec::new());
-            }
-            let events = crate::worker::read_events(store, ns, sid, from, head).await?;
-            Ok::<_, RecallError>(crate::worker::mem_events(events, chrono::Duration::zero()))
+        let sid = session.id;
+        // The events' own statement says how far the session went when they were read.
+        let head = reads.head.unwrap_or(session.event_count);
+        let task = match asked_task {
+            Some(_) => asked_card,
+            None => task_card(self, ns, session.task_id.as_deref().filter(|t| !t.is_empty())).await?,
         };
-        let (mut facts, events) = futures::try_join!(stored, events)?;
+        let MemoryReads { fact_seq, extractor, facts: mut stored } = memory;
+        let memory_seq = fact_seq.min(head);
+        stored.retain(|f| f.span.last <= memory_seq);
+        let mut events = reads.events;
+        // The two statements saw the store at two moments: had the worker moved on between
+        // them, the events from where its stored facts end are read now.
+        let read_from = events.first().map_or(head + 1, |e| e.seq);
+        if memory_seq + 1 < read_from && memory_seq < head {
+            let missed = crate::worker::read_events(store, ns, sid, memory_seq + 1, read_from - 1).await?;
+            let mut all = crate::worker::mem_events(missed, chrono::Duration::zero());
+            all.append(&mut events);
+            events = all;
+        }
+        let requests = reads.requests;
+        let mut facts = stored;
         let mut x = extractor;
         for e in events.iter().filter(|e| e.seq > memory_seq) {
             facts.extend(x.push(e));
@@ -201,65 +226,116 @@ async fn task_card(m: &Memory, ns: Uuid, task: Option<&str>) -> Result<Option<Ta
     Ok(Some(TaskCard { task_id: row.task_id, version: row.version, state }))
 }
 
-/// How far the memory worker has read the session, and the extractor's state there.
-async fn progress(m: &Memory, ns: Uuid, session: Uuid) -> Result<(u64, FactExtractor), RecallError> {
-    let row: Option<(i64, Option<serde_json::Value>)> =
-        sqlx::query_as("SELECT fact_seq, state FROM memory_progress WHERE namespace_id = $1 AND session_id = $2")
-            .bind(ns)
-            .bind(session)
-            .fetch_optional(m.store.pool())
-            .await?;
-    match row {
-        Some((seq, Some(state))) if seq > 0 => Ok((seq as u64, serde_json::from_value(state)?)),
-        _ => Ok((0, FactExtractor::default())),
-    }
+/// What one statement reads of a session's events: its user messages, and its events from the
+/// first the memory worker has not read (or from the recent ones, whichever come first).
+struct SessionReads {
+    /// The session's last seq as that statement saw it (None: it read no event).
+    head: Option<u64>,
+    events: Vec<MemEvent>,
+    requests: Vec<MemEvent>,
 }
 
-/// The session's user messages up to `head` (an index holds just them).
-async fn requests(m: &Memory, ns: Uuid, session: Uuid, head: u64) -> Result<Vec<MemEvent>, RecallError> {
-    type Row = (i64, String, String, DateTime<Utc>);
+async fn session_reads(m: &Memory, ns: Uuid, session: Uuid) -> Result<SessionReads, RecallError> {
+    type Row = (bool, i64, String, String, Option<String>, Option<String>, String, DateTime<Utc>, i64);
+    // The user messages have an index of their own; the tail is a range of the primary key.
     let rows: Vec<Row> = sqlx::query_as(
-        "SELECT seq, content, agent_id, event_time FROM events
-         WHERE session_id = $1 AND namespace_id = $2 AND kind = 'user_message' AND seq <= $3 ORDER BY seq",
+        "WITH h AS (SELECT next_seq - 1 AS head FROM sessions WHERE id = $1 AND namespace_id = $2),
+              p AS (SELECT fact_seq FROM memory_progress WHERE namespace_id = $2 AND session_id = $1)
+         SELECT false, e.seq, e.kind, e.content, e.tool_name, e.tool_call_id, e.agent_id, e.event_time, h.head
+         FROM h JOIN events e ON e.session_id = $1 AND e.namespace_id = $2 AND e.seq <= h.head
+          AND e.seq >= LEAST(COALESCE((SELECT fact_seq FROM p), 0) + 1, h.head - $3 + 1)
+         UNION ALL
+         SELECT true, e.seq, e.kind, e.content, NULL, NULL, e.agent_id, e.event_time, h.head
+         FROM h JOIN events e ON e.session_id = $1 AND e.namespace_id = $2 AND e.kind = 'user_message'
+          AND e.seq <= h.head
+         ORDER BY 1, 2",
     )
     .bind(session)
     .bind(ns)
-    .bind(head as i64)
+    .bind(RECENT_EVENTS as i64)
     .fetch_all(m.store.pool())
     .await?;
-    Ok(rows
-        .into_iter()
-        .map(|(seq, content, agent_id, time)| MemEvent {
-            seq: seq as u64,
-            kind: "user_message".into(),
+    let head = rows.first().map(|r| r.8.max(0) as u64);
+    let (mut events, mut requests) = (Vec::new(), Vec::new());
+    for (request, seq, kind, content, tool_name, tool_call_id, agent_id, time, _) in rows {
+        let e = MemEvent {
+            seq: seq.max(0) as u64,
+            kind,
             content,
-            tool_name: None,
-            tool_call_id: None,
+            tool_name,
+            tool_call_id,
             agent_id,
             time,
             after_quiet: false,
-        })
-        .collect())
+        };
+        if request { requests.push(e) } else { events.push(e) }
+    }
+    Ok(SessionReads { head, events, requests })
 }
 
-/// Memory's facts of the session completed by `upto` (later ones are read again from the events).
-async fn stored_facts(m: &Memory, ns: Uuid, session: Uuid, upto: u64) -> Result<Vec<Fact>, RecallError> {
-    if upto == 0 {
-        return Ok(Vec::new());
-    }
-    type Row = (String, String, String, String, String, String, DateTime<Utc>, String, String, String, i64, i64);
+/// How far the memory worker has read the session, the extractor's state there, and the facts it
+/// stored that were complete by then: one statement, so they agree.
+struct MemoryReads {
+    fact_seq: u64,
+    extractor: FactExtractor,
+    facts: Vec<Fact>,
+}
+
+async fn memory_reads(m: &Memory, ns: Uuid, session: Uuid) -> Result<MemoryReads, RecallError> {
+    type Row = (
+        Option<i64>,
+        Option<serde_json::Value>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+        Option<DateTime<Utc>>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+        Option<i64>,
+        Option<i64>,
+    );
     let rows: Vec<Row> = sqlx::query_as(
-        "SELECT fact_type, subject, verb, object, what, who, when_time, place, why, status, first_seq, last_seq
-         FROM memory_facts WHERE namespace_id = $1 AND session_id = $2 AND last_seq <= $3",
+        "WITH p AS (SELECT fact_seq, state FROM memory_progress
+                    WHERE namespace_id = $1 AND session_id = $2 AND fact_seq > 0 AND state IS NOT NULL)
+         SELECT p.fact_seq, p.state, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text,
+                NULL::timestamptz, NULL::text, NULL::text, NULL::text, NULL::int8, NULL::int8
+         FROM p
+         UNION ALL
+         SELECT NULL, NULL, f.fact_type, f.subject, f.verb, f.object, f.what, f.who, f.when_time, f.place, f.why,
+                f.status, f.first_seq, f.last_seq
+         FROM p JOIN memory_facts f ON f.namespace_id = $1 AND f.session_id = $2 AND f.last_seq <= p.fact_seq",
     )
     .bind(ns)
     .bind(session)
-    .bind(upto as i64)
     .fetch_all(m.store.pool())
     .await?;
-    rows.into_iter()
-        .map(|(t, subject, verb, object, what, who, when, place, why, status, first, last)| {
-            Ok(Fact {
+    let mut out = MemoryReads { fact_seq: 0, extractor: FactExtractor::default(), facts: Vec::new() };
+    for row in rows {
+        match row {
+            (Some(seq), Some(state), ..) => {
+                out.fact_seq = seq.max(0) as u64;
+                out.extractor = serde_json::from_value(state)?;
+            }
+            (
+                None,
+                None,
+                Some(t),
+                Some(subject),
+                Some(verb),
+                Some(object),
+                Some(what),
+                Some(who),
+                Some(when),
+                Some(place),
+                Some(why),
+                Some(status),
+                Some(first),
+                Some(last),
+            ) => out.facts.push(Fact {
                 fact_type: FactType::parse(&t).ok_or_else(|| RecallError::Corrupt(format!("fact type {t:?}")))?,
                 subject,
                 verb,
@@ -271,8 +347,10 @@ async fn stored_facts(m: &Memory, ns: Uuid, session: Uuid, upto: u64) -> Result<
                 why,
                 status: TemporalStatus::parse(&status)
                     .ok_or_else(|| RecallError::Corrupt(format!("fact status {status:?}")))?,
-                span: SeqSpan::new(first as u64, last as u64),
-            })
-        })
-        .collect()
+                span: SeqSpan::new(first.max(0) as u64, last.max(0) as u64),
+            }),
+            _ => return Err(RecallError::Corrupt("a memory fact with a missing column".into())),
+        }
+    }
+    Ok(out)
 }

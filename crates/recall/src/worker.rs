@@ -237,15 +237,16 @@ async fn run(s: Arc<Shared>) {
     while !*stop.borrow() {
         let now = Instant::now();
         let look = scan.due(now);
+        let full = look == memex_store::Look::Full;
         // New sessions are looked for at most once per settle: the look reads every session.
         let settle = Duration::from_millis(cfg.settle_ms);
-        if look && registered.is_none_or(|at| at.elapsed() >= settle) {
+        if full && registered.is_none_or(|at| at.elapsed() >= settle) {
             match tables::register(s.parts.store.pool(), scope(&s).as_deref()).await {
                 Ok(()) => registered = Some(Instant::now()),
                 Err(e) => record_error(&s, "registering sessions", &e),
             }
         }
-        let claimed = if !look {
+        let claimed = if !look.any() {
             Vec::new()
         } else {
             match tables::claim(
@@ -267,7 +268,7 @@ async fn run(s: Arc<Shared>) {
             }
         };
         let idle = claimed.is_empty();
-        if look {
+        if look.any() {
             scan.looked(now, !idle);
             s.counters.looks.fetch_add(1, Ordering::Relaxed);
         }
@@ -281,7 +282,7 @@ async fn run(s: Arc<Shared>) {
         }
         // The lag, as the metric reports it: measured when a look found nothing, and at most
         // once a second while working (without news it cannot have grown).
-        if look && (idle || measured.elapsed() >= Duration::from_secs(1)) {
+        if full && (idle || measured.elapsed() >= Duration::from_secs(1)) {
             measured = Instant::now();
             match tables::backlog(s.parts.store.pool(), scope(&s).as_deref()).await {
                 Ok(n) => {

@@ -339,7 +339,8 @@ async fn read_loop(s: Arc<Shared>, tx: mpsc::Sender<Job>) {
     let mut scan = memex_store::IdleScan::new(s.store.append_news(), hot, s.opts.idle_rescan);
     while !*stop.borrow() {
         let now = Instant::now();
-        if !scan.due(now) {
+        let look = scan.due(now);
+        if !look.any() {
             tokio::select! {
                 _ = s.wake.notified() => scan.force(),
                 _ = tokio::time::sleep(s.opts.poll_interval) => {}
@@ -348,7 +349,7 @@ async fn read_loop(s: Arc<Shared>, tx: mpsc::Sender<Job>) {
             continue;
         }
         // New sessions are looked for at most once per settle: the look reads every session.
-        if registered.is_none_or(|at| at.elapsed() >= s.opts.settle) {
+        if look == memex_store::Look::Full && registered.is_none_or(|at| at.elapsed() >= s.opts.settle) {
             match register_sessions(&s).await {
                 Ok(()) => registered = Some(Instant::now()),
                 Err(e) => record_error(&s, "registering sessions", &e),
@@ -387,11 +388,15 @@ async fn read_loop(s: Arc<Shared>, tx: mpsc::Sender<Job>) {
             s.counters.max_queued_jobs.fetch_max(queued, Ordering::SeqCst);
         }
         if idle {
-            if let Err(e) = backlog(&s).await {
-                record_error(&s, "measuring the backlog", &e);
-                backoff = (backoff * 2).min(Duration::from_secs(30));
-            } else {
-                backoff = s.opts.poll_interval;
+            // Without news the backlog has not grown: the periodic look leaves it as measured.
+            if look == memex_store::Look::Full {
+                match backlog(&s).await {
+                    Ok(_) => backoff = s.opts.poll_interval,
+                    Err(e) => {
+                        record_error(&s, "measuring the backlog", &e);
+                        backoff = (backoff * 2).min(Duration::from_secs(30));
+                    }
+                }
             }
             tokio::select! {
                 _ = s.wake.notified() => scan.force(),

@@ -53,7 +53,7 @@ pub use import::ImportRequest;
 pub use keys::{Access, ApiKey, Authenticated, NewApiKey, token_hash};
 pub use line_maps::LineMapRow;
 pub use model::{AppendOutcome, ArtifactRef, Event, Namespace, Session, SessionSource};
-pub use news::{APPENDED_CHANNEL, AppendNews, IdleScan};
+pub use news::{APPENDED_CHANNEL, AppendNews, IdleScan, Look};
 pub use notify::Heard;
 pub use packs::{PackChunk, PackRow};
 pub use planning::{ChildState, DelegationRow, ReportRow};

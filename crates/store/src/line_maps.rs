@@ -2,7 +2,10 @@
 //! state that `memex-views` writes after compiling a session and reads before compiling one).
 use uuid::Uuid;
 
-use crate::{Result, Store};
+use sqlx::{FromRow, Row};
+
+use crate::sessions::{SESSION_COLUMNS, SessionRow, session_from_row};
+use crate::{Result, Session, Store};
 
 /// A stored line map (its bytes are `memex-views`'s to read).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +63,47 @@ impl Store {
             .into_iter()
             .map(|(session_id, version, stable_before, map)| row(session_id, version, stable_before, map))
             .collect())
+    }
+
+    /// The sessions of `ids` that exist in the namespace, each with its stored line map when it
+    /// has one and is not in `without_maps` (sessions the caller has compiled): one round trip
+    /// where `sessions_by_ids` and `line_maps` took two.
+    #[tracing::instrument(name = "store.sessions_with_maps", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "sessions_with_maps"))]
+    pub async fn sessions_with_maps(
+        &self,
+        namespace_id: Uuid,
+        ids: &[Uuid],
+        without_maps: &[Uuid],
+    ) -> Result<Vec<(Session, Option<LineMapRow>)>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT {SESSION_COLUMNS}, m.version, m.stable_before, m.map FROM sessions
+             LEFT JOIN LATERAL (SELECT v.version, v.stable_before, v.map FROM view_line_maps v
+                                WHERE v.namespace_id = sessions.namespace_id AND v.session_id = sessions.id
+                                  AND NOT (sessions.id = ANY($3))) m ON true
+             WHERE sessions.id = ANY($1) AND sessions.namespace_id = $2"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(ids)
+            .bind(namespace_id)
+            .bind(without_maps)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                let session = session_from_row(SessionRow::from_row(r)?);
+                let version: Option<i64> = r.try_get(12)?;
+                let stable_before: Option<i64> = r.try_get(13)?;
+                let map: Option<Vec<u8>> = r.try_get(14)?;
+                let map = match (version, stable_before, map) {
+                    (Some(v), Some(b), Some(m)) => Some(self::row(session.id, v, b, m)),
+                    _ => None,
+                };
+                Ok((session, map))
+            })
+            .collect()
     }
 
     /// Stores line maps, each replacing an older version's. A session erased meanwhile gets none:

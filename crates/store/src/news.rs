@@ -55,10 +55,12 @@ impl Default for News {
 impl News {
     /// Called after an append committed: the announcer (started on the first) tells the others.
     pub(crate) fn appended(&self, pool: &PgPool) {
-        self.appended.send_modify(|n| *n = n.wrapping_add(1));
+        // The announcer subscribes before the change it is to announce (a receiver made after
+        // it would take it as seen, and the store's first append would go unannounced).
         if !self.announcing.swap(true, Ordering::SeqCst) && tokio::runtime::Handle::try_current().is_ok() {
             tokio::spawn(announce(pool.clone(), self.appended.subscribe()));
         }
+        self.appended.send_modify(|n| *n = n.wrapping_add(1));
     }
 }
 
@@ -106,6 +108,25 @@ impl Store {
     }
 }
 
+/// What an idle worker's next look is to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Look {
+    /// Nothing: no news, no recent work, the periodic look not due.
+    No,
+    /// Everything: register new sessions, claim, measure the backlog (news, recent work, the
+    /// first look, a wake).
+    Full,
+    /// The periodic look only claims (an expired lease, a quiet turn): without news there are
+    /// no new sessions to register and the backlog has not grown.
+    Claim,
+}
+
+impl Look {
+    pub fn any(self) -> bool {
+        self != Look::No
+    }
+}
+
 /// When an idle worker should read every session again. Pure: it sees the news counter and the
 /// clock it is given.
 #[derive(Debug)]
@@ -125,8 +146,8 @@ impl IdleScan {
         IdleScan { news, seen: AppendNews::default(), hot, every, last: None, hot_until: None }
     }
 
-    /// Whether to look now. Takes the news: what arrived before a look is that look's.
-    pub fn due(&mut self, now: Instant) -> bool {
+    /// Whether to look now, and how. Takes the news: what arrived before a look is that look's.
+    pub fn due(&mut self, now: Instant) -> Look {
         // A closed channel (the store gone) gives no news: look every time, as without it.
         let news = self.news.has_changed().unwrap_or(true);
         if news {
@@ -137,7 +158,13 @@ impl IdleScan {
             }
             self.seen = heard;
         }
-        news || self.last.is_none_or(|t| now >= t + self.every) || self.hot_until.is_some_and(|h| now < h)
+        if news || self.last.is_none() || self.hot_until.is_some_and(|h| now < h) {
+            Look::Full
+        } else if self.last.is_some_and(|t| now >= t + jittered(self.every)) {
+            Look::Claim
+        } else {
+            Look::No
+        }
     }
 
     /// A look was made at `now`; `worked`: it found work (more may follow within `hot`).
@@ -152,6 +179,14 @@ impl IdleScan {
     pub fn force(&mut self) {
         self.last = None;
     }
+}
+
+/// `every` give or take a quarter, so that a replica's workers (and the replicas) do not all read
+/// every session at the same moment.
+fn jittered(every: Duration) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    let r = std::collections::hash_map::RandomState::new().build_hasher().finish();
+    every.mul_f64(0.75 + (r % 1_000) as f64 / 2_000.0)
 }
 
 #[cfg(test)]
@@ -171,53 +206,53 @@ mod tests {
     fn an_idle_worker_looks_first_then_only_every_so_often() {
         let (_tx, mut s) = scan();
         let t0 = Instant::now();
-        assert!(s.due(t0), "the first look");
+        assert_eq!(s.due(t0), Look::Full, "the first look");
         s.looked(t0, false);
-        for ms in [1, 500, 1_999, 5_000, 9_999] {
-            assert!(!s.due(t0 + Duration::from_millis(ms)), "no news, no work: no look at {ms} ms");
+        for ms in [1, 500, 1_999, 5_000, 7_499] {
+            assert_eq!(s.due(t0 + Duration::from_millis(ms)), Look::No, "no news, no work: no look at {ms} ms");
         }
-        assert!(s.due(t0 + EVERY));
+        assert_eq!(s.due(t0 + EVERY + EVERY / 4), Look::Claim, "the periodic look only claims");
     }
 
     #[test]
     fn news_brings_a_look_and_keeps_looking_for_a_while() {
         let (tx, mut s) = scan();
         let t0 = Instant::now();
-        assert!(s.due(t0));
+        assert_eq!(s.due(t0), Look::Full);
         s.looked(t0, false);
         tx.send_modify(|n| n.appends += 1);
         let t1 = t0 + Duration::from_secs(3);
-        assert!(s.due(t1), "news");
+        assert_eq!(s.due(t1), Look::Full, "news");
         s.looked(t1, false);
-        assert!(s.due(t1 + Duration::from_secs(1)), "what the news brought may not be due yet");
+        assert_eq!(s.due(t1 + Duration::from_secs(1)), Look::Full, "what the news brought may not be due yet");
         s.looked(t1 + Duration::from_secs(1), false);
-        assert!(!s.due(t1 + HOT), "the hot spell is over");
+        assert_eq!(s.due(t1 + HOT), Look::No, "the hot spell is over");
     }
 
     #[test]
     fn a_reconnection_brings_one_look() {
         let (tx, mut s) = scan();
         let t0 = Instant::now();
-        assert!(s.due(t0));
+        assert_eq!(s.due(t0), Look::Full);
         s.looked(t0, false);
         tx.send_modify(|n| n.reconnects += 1);
         let t1 = t0 + Duration::from_secs(3);
-        assert!(s.due(t1), "something may have been missed");
+        assert_eq!(s.due(t1), Look::Full, "something may have been missed");
         s.looked(t1, false);
-        assert!(!s.due(t1 + Duration::from_millis(500)), "but nothing waits to become due");
+        assert_eq!(s.due(t1 + Duration::from_millis(500)), Look::No, "but nothing waits to become due");
     }
 
     #[test]
     fn work_found_keeps_looking_and_a_wake_forces_a_look() {
         let (_tx, mut s) = scan();
         let t0 = Instant::now();
-        assert!(s.due(t0));
+        assert_eq!(s.due(t0), Look::Full);
         s.looked(t0, true);
-        assert!(s.due(t0 + Duration::from_secs(1)));
+        assert_eq!(s.due(t0 + Duration::from_secs(1)), Look::Full);
         s.looked(t0 + Duration::from_secs(1), false);
-        assert!(!s.due(t0 + Duration::from_secs(4)));
+        assert_eq!(s.due(t0 + Duration::from_secs(4)), Look::No);
         s.force();
-        assert!(s.due(t0 + Duration::from_secs(4)));
+        assert_eq!(s.due(t0 + Duration::from_secs(4)), Look::Full);
     }
 
     #[test]
@@ -226,6 +261,6 @@ mod tests {
         drop(tx);
         let t0 = Instant::now();
         s.looked(t0, false);
-        assert!(s.due(t0 + Duration::from_millis(1)));
+        assert_eq!(s.due(t0 + Duration::from_millis(1)), Look::Full);
     }
 }

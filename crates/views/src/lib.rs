@@ -266,6 +266,13 @@ impl Views {
         })
     }
 
+    /// Whether some version of a session is compiled and cached here (a live session's newer
+    /// version then compiles on from it: its stored map is not needed).
+    pub(crate) fn has_compiled(&self, ns: Uuid, session: Uuid) -> bool {
+        self.read_only.contains_key(&(ns, session))
+            || self.latest.get(&(ns, session)).is_some_and(|v| self.cache.contains_key(&(ns, session, v)))
+    }
+
     /// The version of a session its row names, if it is compiled here.
     async fn cached(&self, row: &Session) -> Option<Arc<CompiledSession>> {
         let hit = match self.read_only.get(&(row.namespace_id, row.id)).await {

@@ -43,28 +43,35 @@ impl Views {
         stability: Stability,
     ) -> Vec<Result<Vec<Option<ViewLines>>, FullViewError>> {
         let ids: Vec<Uuid> = asks.iter().map(|(s, _)| s.0).collect();
-        let rows: HashMap<Uuid, Session> = match self.store.sessions_by_ids(ns.0, &ids).await {
-            Ok(rows) => rows.into_iter().map(|r| (r.id, r)).collect(),
-            Err(e) => {
-                let e = FullViewError::from(ViewError::from(e));
-                return asks.iter().map(|_| Err(e.clone())).collect();
-            }
-        };
+        // The rows and the stored maps in one round trip; sessions compiled here (any version)
+        // need no map.
+        let compiled_here: Vec<Uuid> = ids.iter().copied().filter(|id| self.has_compiled(ns.0, *id)).collect();
+        let (rows, mut maps): (HashMap<Uuid, Session>, HashMap<Uuid, LineMapRow>) =
+            match self.store.sessions_with_maps(ns.0, &ids, &compiled_here).await {
+                Ok(found) => {
+                    let mut maps = HashMap::new();
+                    let rows = found
+                        .into_iter()
+                        .map(|(row, map)| {
+                            if let Some(m) = map {
+                                maps.insert(row.id, m);
+                            }
+                            (row.id, row)
+                        })
+                        .collect();
+                    (rows, maps)
+                }
+                Err(e) => {
+                    let e = FullViewError::from(ViewError::from(e));
+                    return asks.iter().map(|_| Err(e.clone())).collect();
+                }
+            };
         let mut compiled: HashMap<Uuid, Arc<CompiledSession>> = HashMap::new();
         for row in rows.values() {
             if let Some(c) = self.cached(row).await {
                 compiled.insert(row.id, c);
             }
         }
-        let unmapped: Vec<Uuid> = rows.keys().filter(|id| !compiled.contains_key(id)).copied().collect();
-        // Without the maps each session is compiled, as before: an error here is not the answer's.
-        let mut maps: HashMap<Uuid, LineMapRow> = match self.store.line_maps(ns.0, &unmapped).await {
-            Ok(maps) => maps.into_iter().map(|m| (m.session_id, m)).collect(),
-            Err(e) => {
-                tracing::debug!(error = %e, "line maps unavailable");
-                HashMap::new()
-            }
-        };
         let work: Vec<_> = asks
             .iter()
             .map(|(session, seqs)| {
