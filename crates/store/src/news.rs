@@ -9,8 +9,7 @@
 //! worth it: after news, while work was recent, and every so often regardless (for what no
 //! append announces: a lease left by a crashed replica, a quiet turn to close, a missed
 //! notification).
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use sqlx::PgPool;
@@ -37,7 +36,8 @@ pub struct AppendNews {
 pub(crate) struct News {
     appended: watch::Sender<u64>,
     heard: watch::Sender<AppendNews>,
-    announcing: AtomicBool,
+    /// The announcer task, started by the first append (and again if its runtime ended).
+    announcer: Mutex<Option<tokio::task::JoinHandle<()>>>,
     listening: OnceLock<()>,
 }
 
@@ -46,19 +46,23 @@ impl Default for News {
         News {
             appended: watch::Sender::new(0),
             heard: watch::Sender::new(AppendNews::default()),
-            announcing: AtomicBool::new(false),
+            announcer: Mutex::new(None),
             listening: OnceLock::new(),
         }
     }
 }
 
 impl News {
-    /// Called after an append committed: the announcer (started on the first) tells the others.
+    /// Called after an append committed: the announcer (started on the first, and again should
+    /// the runtime it ran on have ended, as a test's does) tells the others.
     pub(crate) fn appended(&self, pool: &PgPool) {
         // The announcer subscribes before the change it is to announce (a receiver made after
         // it would take it as seen, and the store's first append would go unannounced).
-        if !self.announcing.swap(true, Ordering::SeqCst) && tokio::runtime::Handle::try_current().is_ok() {
-            tokio::spawn(announce(pool.clone(), self.appended.subscribe()));
+        if let Ok(mut task) = self.announcer.lock()
+            && task.as_ref().is_none_or(|t| t.is_finished())
+            && tokio::runtime::Handle::try_current().is_ok()
+        {
+            *task = Some(tokio::spawn(announce(pool.clone(), self.appended.subscribe())));
         }
         self.appended.send_modify(|n| *n = n.wrapping_add(1));
     }
