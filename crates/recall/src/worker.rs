@@ -281,8 +281,10 @@ async fn run(s: Arc<Shared>) {
             Err(e) => record_error(&s, "rebuilding topics", &e),
         }
         // The lag, as the metric reports it: measured when a look found nothing, and at most
-        // once a second while working (without news it cannot have grown).
-        if full && (idle || measured.elapsed() >= Duration::from_secs(1)) {
+        // once a second while working. Without news it cannot have grown, but another replica
+        // may have read what it counted: the periodic look measures a lag that is not zero.
+        let stale = look.any() && s.counters.backlog.load(Ordering::Relaxed) > 0;
+        if (full || stale) && (idle || measured.elapsed() >= Duration::from_secs(1)) {
             measured = Instant::now();
             match tables::backlog(s.parts.store.pool(), scope(&s).as_deref()).await {
                 Ok(n) => {

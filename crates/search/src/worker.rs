@@ -388,8 +388,9 @@ async fn read_loop(s: Arc<Shared>, tx: mpsc::Sender<Job>) {
             s.counters.max_queued_jobs.fetch_max(queued, Ordering::SeqCst);
         }
         if idle {
-            // Without news the backlog has not grown: the periodic look leaves it as measured.
-            if look == memex_store::Look::Full {
+            // Without news the backlog has not grown, but another replica may have embedded
+            // what it counted: the periodic look measures only a backlog that is not zero.
+            if look == memex_store::Look::Full || s.counters.backlog_events.load(Ordering::Relaxed) > 0 {
                 match backlog(&s).await {
                     Ok(_) => backoff = s.opts.poll_interval,
                     Err(e) => {
