@@ -66,6 +66,8 @@ pub async fn reset_namespace(pool: &sqlx::PgPool, ns: uuid::Uuid) -> Result<(), 
             .execute(&mut *tx)
             .await?;
     }
+    // The workers are told as after an append: the sessions are registered and read again now.
+    sqlx::query("SELECT pg_notify($1, '')").bind(memex_store::APPENDED_CHANNEL).execute(&mut *tx).await?;
     tx.commit().await?;
     Ok(())
 }

@@ -240,7 +240,7 @@ async fn run(s: Arc<Shared>) {
         let full = look == memex_store::Look::Full;
         // New sessions are looked for at most once per settle: the look reads every session.
         let settle = Duration::from_millis(cfg.settle_ms);
-        if full && registered.is_none_or(|at| at.elapsed() >= settle) {
+        if look.any() && registered.is_none_or(|at| at.elapsed() >= settle) {
             match tables::register(s.parts.store.pool(), scope(&s).as_deref()).await {
                 Ok(()) => registered = Some(Instant::now()),
                 Err(e) => record_error(&s, "registering sessions", &e),

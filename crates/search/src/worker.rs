@@ -349,7 +349,7 @@ async fn read_loop(s: Arc<Shared>, tx: mpsc::Sender<Job>) {
             continue;
         }
         // New sessions are looked for at most once per settle: the look reads every session.
-        if look == memex_store::Look::Full && registered.is_none_or(|at| at.elapsed() >= s.opts.settle) {
+        if registered.is_none_or(|at| at.elapsed() >= s.opts.settle) {
             match register_sessions(&s).await {
                 Ok(()) => registered = Some(Instant::now()),
                 Err(e) => record_error(&s, "registering sessions", &e),

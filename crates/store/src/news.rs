@@ -8,7 +8,8 @@
 //! whose workers asked for the news listens, and [`IdleScan`] tells an idle worker when a look is
 //! worth it: after news, while work was recent, and every so often regardless (for what no
 //! append announces: a lease left by a crashed replica, a quiet turn to close, a missed
-//! notification).
+//! notification, rows written by hand). A memory rebuild (`memex memory rebuild`) announces on
+//! the same channel.
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -120,8 +121,8 @@ pub enum Look {
     /// Everything: register new sessions, claim, measure the backlog (news, recent work, the
     /// first look, a wake).
     Full,
-    /// The periodic look only claims (an expired lease, a quiet turn): without news there are
-    /// no new sessions to register and the backlog has not grown.
+    /// The periodic look registers and claims (a session no one announced, an expired lease, a
+    /// quiet turn) and leaves a lag of zero as measured: without news it has not grown.
     Claim,
 }
 
@@ -215,7 +216,7 @@ mod tests {
         for ms in [1, 500, 1_999, 5_000, 7_499] {
             assert_eq!(s.due(t0 + Duration::from_millis(ms)), Look::No, "no news, no work: no look at {ms} ms");
         }
-        assert_eq!(s.due(t0 + EVERY + EVERY / 4), Look::Claim, "the periodic look only claims");
+        assert_eq!(s.due(t0 + EVERY + EVERY / 4), Look::Claim, "the periodic look");
     }
 
     #[test]
