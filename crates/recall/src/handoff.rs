@@ -135,9 +135,9 @@ impl Memory {
             Some(_) => asked_card,
             None => task_card(self, ns, session.task_id.as_deref().filter(|t| !t.is_empty())).await?,
         };
-        let MemoryReads { fact_seq, extractor, facts: mut stored } = memory;
+        let MemoryReads { fact_seq, extractor, mut facts } = memory;
         let memory_seq = fact_seq.min(head);
-        stored.retain(|f| f.span.last <= memory_seq);
+        facts.retain(|f| f.span.last <= memory_seq);
         let mut events = reads.events;
         // The two statements saw the store at two moments: had the worker moved on between
         // them, the events from where its stored facts end are read now.
@@ -149,7 +149,6 @@ impl Memory {
             events = all;
         }
         let requests = reads.requests;
-        let mut facts = stored;
         let mut x = extractor;
         for e in events.iter().filter(|e| e.seq > memory_seq) {
             facts.extend(x.push(e));

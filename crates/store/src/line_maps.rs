@@ -45,29 +45,8 @@ impl Store {
         Ok(v.map(|v| v.max(0) as u64))
     }
 
-    /// The stored line maps of the sessions of `ids` that have one.
-    #[tracing::instrument(name = "store.line_maps", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "line_maps"))]
-    pub async fn line_maps(&self, namespace_id: Uuid, ids: &[Uuid]) -> Result<Vec<LineMapRow>> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let rows: Vec<(Uuid, i64, i64, Vec<u8>)> = sqlx::query_as(
-            "SELECT session_id, version, stable_before, map FROM view_line_maps
-             WHERE namespace_id = $1 AND session_id = ANY($2)",
-        )
-        .bind(namespace_id)
-        .bind(ids)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(session_id, version, stable_before, map)| row(session_id, version, stable_before, map))
-            .collect())
-    }
-
     /// The sessions of `ids` that exist in the namespace, each with its stored line map when it
-    /// has one and is not in `without_maps` (sessions the caller has compiled): one round trip
-    /// where `sessions_by_ids` and `line_maps` took two.
+    /// has one and is not in `without_maps` (sessions the caller has compiled), in one round trip.
     #[tracing::instrument(name = "store.sessions_with_maps", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "sessions_with_maps"))]
     pub async fn sessions_with_maps(
         &self,

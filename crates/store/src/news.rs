@@ -140,15 +140,16 @@ pub struct IdleScan {
     seen: AppendNews,
     /// How long looks go on after news or work: what came may not be due yet (a settle time).
     hot: Duration,
-    /// Longest time between two looks.
+    /// Time between two looks, give or take a quarter (drawn once per look).
     every: Duration,
-    last: Option<Instant>,
+    /// When the periodic look is due; None: look now (the first look, a wake).
+    next: Option<Instant>,
     hot_until: Option<Instant>,
 }
 
 impl IdleScan {
     pub fn new(news: watch::Receiver<AppendNews>, hot: Duration, every: Duration) -> IdleScan {
-        IdleScan { news, seen: AppendNews::default(), hot, every, last: None, hot_until: None }
+        IdleScan { news, seen: AppendNews::default(), hot, every, next: None, hot_until: None }
     }
 
     /// Whether to look now, and how. Takes the news: what arrived before a look is that look's.
@@ -163,9 +164,9 @@ impl IdleScan {
             }
             self.seen = heard;
         }
-        if news || self.last.is_none() || self.hot_until.is_some_and(|h| now < h) {
+        if news || self.next.is_none() || self.hot_until.is_some_and(|h| now < h) {
             Look::Full
-        } else if self.last.is_some_and(|t| now >= t + jittered(self.every)) {
+        } else if self.next.is_some_and(|t| now >= t) {
             Look::Claim
         } else {
             Look::No
@@ -174,7 +175,7 @@ impl IdleScan {
 
     /// A look was made at `now`; `worked`: it found work (more may follow within `hot`).
     pub fn looked(&mut self, now: Instant, worked: bool) {
-        self.last = Some(now);
+        self.next = Some(now + jittered(self.every));
         if worked {
             self.hot_until = Some(now + self.hot);
         }
@@ -182,7 +183,7 @@ impl IdleScan {
 
     /// The next call to [`IdleScan::due`] says yes (an explicit wake).
     pub fn force(&mut self) {
-        self.last = None;
+        self.next = None;
     }
 }
 

@@ -131,18 +131,6 @@ impl Store {
         row.map(session_from_row).ok_or(StoreError::SessionNotFound(id))
     }
 
-    /// The sessions of `ids` that exist in the namespace, in no particular order.
-    #[tracing::instrument(name = "store.sessions_by_ids", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "sessions_by_ids"))]
-    pub async fn sessions_by_ids(&self, namespace_id: Uuid, ids: &[Uuid]) -> Result<Vec<Session>> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ANY($1) AND namespace_id = $2");
-        let rows: Vec<SessionRow> =
-            sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(ids).bind(namespace_id).fetch_all(&self.pool).await?;
-        Ok(rows.into_iter().map(session_from_row).collect())
-    }
-
     /// Sessions newest first, filtered, `page_size` at a time.
     #[tracing::instrument(name = "store.list_sessions", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "list_sessions"))]
     pub async fn list_sessions(
