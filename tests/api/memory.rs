@@ -537,8 +537,11 @@ async fn a_rebuild_in_small_jobs_after_a_restart_gives_the_same_memory() {
     let (config, store) = (srv.config.clone(), srv.store.clone());
     srv.stop().await;
     assert!(subjects_match_facts(&store, ns).await > 0);
+    let lookups = tag_lookups_match(&store, ns).await;
+    assert!(lookups.0 > 0 && lookups.1 > 0, "{lookups:?}");
     memex_recall::reset_namespace(store.pool(), ns).await.unwrap();
     assert_eq!(subjects_match_facts(&store, ns).await, 0, "the facts' subjects go with them");
+    assert_eq!(tag_lookups_match(&store, ns).await, (0, 0), "the tag lookups go with their rows");
     let mut config = config;
     config.memory.events_per_job = 3;
     let srv = TestServer::restart(config, store.clone()).await;
@@ -548,6 +551,40 @@ async fn a_rebuild_in_small_jobs_after_a_restart_gives_the_same_memory() {
     assert_counts(&store, ns, &status).await;
     assert_eq!(snapshot(&store, ns).await, before);
     assert!(subjects_match_facts(&store, ns).await > 0);
+    assert_eq!(tag_lookups_match(&store, ns).await, lookups);
+}
+
+/// Checks that the tag lookups ExpandTopic reads by equality hold exactly what their tables say:
+/// `memory_segment_tags` a row per tag of each segment (with its end, as the worker last rewrote
+/// it), `memory_topic_aliases` a row per alias of each topic. Returns their sizes.
+async fn tag_lookups_match(store: &memex_store::Store, ns: uuid::Uuid) -> (usize, usize) {
+    type SegTag = (String, uuid::Uuid, uuid::Uuid, i64, chrono::DateTime<chrono::Utc>);
+    let rows = |sql: &'static str| async move {
+        sqlx::query_as::<_, SegTag>(sql).bind(ns).fetch_all(store.pool()).await.unwrap()
+    };
+    let listed = rows(
+        "SELECT tag, segment_id, session_id, first_seq, end_time FROM memory_segment_tags
+         WHERE namespace_id = $1 ORDER BY tag, segment_id",
+    )
+    .await;
+    let segments = rows(
+        "SELECT DISTINCT x.tag, s.id, s.session_id, s.first_seq, s.end_time FROM memory_segments s
+         CROSS JOIN LATERAL unnest(s.tags) AS x(tag) WHERE s.namespace_id = $1 ORDER BY 1, 2",
+    )
+    .await;
+    assert_eq!(listed, segments);
+    let aliases = |sql: &'static str| async move {
+        sqlx::query_as::<_, (String, String)>(sql).bind(ns).fetch_all(store.pool()).await.unwrap()
+    };
+    let listed_aliases =
+        aliases("SELECT alias, tag FROM memory_topic_aliases WHERE namespace_id = $1 ORDER BY alias, tag").await;
+    let topics = aliases(
+        "SELECT DISTINCT x.alias, t.tag FROM memory_topics t CROSS JOIN LATERAL unnest(t.aliases) AS x(alias)
+         WHERE t.namespace_id = $1 ORDER BY 1, 2",
+    )
+    .await;
+    assert_eq!(listed_aliases, topics);
+    (listed.len(), listed_aliases.len())
 }
 
 /// Checks that `memory_subjects` (what QueryFacts matches a subject against) holds exactly the

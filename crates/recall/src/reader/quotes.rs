@@ -177,8 +177,10 @@ impl Memory {
             None => {
                 let sessions: Vec<Uuid> = hits.iter().map(|h| h.session).collect();
                 let seqs: Vec<i64> = hits.iter().map(|h| h.seq as i64).collect();
-                sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                    "SELECT DISTINCT {SEG_COLUMNS} FROM memory_segments s
+                // Several hits fall in one segment: deduplicated here, since DISTINCT in SQL
+                // compares whole rows, summaries and all.
+                let mut rows: Vec<SegRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                    "SELECT {SEG_COLUMNS} FROM memory_segments s
                      JOIN unnest($2::uuid[], $3::int8[]) AS h(sid, seq) ON s.session_id = h.sid AND h.seq BETWEEN s.first_seq AND s.last_seq
                      WHERE s.namespace_id = $1"
                 )))
@@ -186,7 +188,10 @@ impl Memory {
                 .bind(&sessions)
                 .bind(&seqs)
                 .fetch_all(pool)
-                .await?
+                .await?;
+                rows.sort_by_key(|r| r.id);
+                rows.dedup_by_key(|r| r.id);
+                rows
             }
         };
         let by_span = |session: Uuid, seq: u64| {
@@ -394,8 +399,8 @@ impl Memory {
         range: TimeRange,
     ) -> Result<(Quotes, Vec<FactView>), RecallError> {
         let req = QuoteRequest { range: Some(range), ..req.clone() };
-        let quotes = self.find_quote(ns, &req).await?;
-        let rows: Vec<super::facts::FactRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        // The quotes, and the facts completed in the window with their pointers, at once.
+        let window = sqlx::query_as::<_, super::facts::FactRow>(sqlx::AssertSqlSafe(format!(
             "SELECT {} FROM memory_facts f WHERE f.namespace_id = $1 AND f.status = 'completed'
                AND f.when_time BETWEEN $2 AND $3 AND f.verb <> 'read'
                AND (cardinality($4::uuid[]) = 0 OR f.session_id = ANY($4))
@@ -406,17 +411,20 @@ impl Memory {
         .bind(range.from)
         .bind(range.to)
         .bind(&req.sessions)
-        .fetch_all(self.store.pool())
-        .await?;
-        let mut facts: Vec<FactView> = rows.into_iter().map(|r| r.view()).collect();
-        let mut p = PointerBatch::default();
-        for f in &facts {
-            p.want_span(f.session, f.first_seq, f.last_seq);
-        }
-        p.resolve(ns, self.view.as_ref()).await?;
-        for f in &mut facts {
-            f.pointer = p.span(f.session, f.first_seq, f.last_seq);
-        }
+        .fetch_all(self.store.pool());
+        let facts = async {
+            let mut facts: Vec<FactView> = window.await?.into_iter().map(|r| r.view()).collect();
+            let mut p = PointerBatch::default();
+            for f in &facts {
+                p.want_span(f.session, f.first_seq, f.last_seq);
+            }
+            p.resolve(ns, self.view.as_ref()).await?;
+            for f in &mut facts {
+                f.pointer = p.span(f.session, f.first_seq, f.last_seq);
+            }
+            Ok::<_, RecallError>(facts)
+        };
+        let (quotes, facts) = tokio::try_join!(self.find_quote(ns, &req), facts)?;
         Ok((quotes, facts))
     }
 }

@@ -1,5 +1,6 @@
 //! Topics for readers: `expand_topic` (demand paging into a reader's working set), `recall_all`,
 //! `list_topics`, and the `<context-topics>` hint a pack can carry.
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use chrono::{DateTime, Utc};
@@ -110,11 +111,16 @@ fn topic_text(t: &TopicView) -> String {
 }
 
 impl Memory {
+    /// The topic named by `tag` or one of its aliases (the topic of that name first, then a
+    /// top-level one). Found by equality, in `memory_topic_aliases`: behind the tenant wall no
+    /// index serves `= ANY(aliases)`.
     async fn topic_row(&self, ns: Uuid, tag: &str) -> Result<TopicRow, RecallError> {
         let pool = self.store.pool();
         let find = |t: String| async move {
             sqlx::query_as::<_, TopicRow>(sqlx::AssertSqlSafe(format!(
-                "SELECT {TOPIC_COLUMNS} FROM memory_topics WHERE namespace_id = $1 AND (tag = $2 OR $2 = ANY(aliases))
+                "SELECT {TOPIC_COLUMNS} FROM memory_topics WHERE namespace_id = $1
+                   AND tag IN (SELECT $2::text UNION SELECT a.tag FROM memory_topic_aliases a
+                               WHERE a.namespace_id = $1 AND a.alias = $2)
                  ORDER BY (tag = $2) DESC, parent NULLS FIRST, tag LIMIT 1"
             )))
             .bind(ns)
@@ -133,12 +139,23 @@ impl Memory {
         Err(RecallError::NotFound(format!("topic {tag:?}")))
     }
 
-    /// The topic's segments, newest first (a subtopic's: those carrying its co-tag too).
+    /// The topic's segments, newest first (a subtopic's: those carrying its co-tag too). Each
+    /// alias's newest entries are read from `memory_segment_tags` in index order, a subtopic's
+    /// checked for a co-tag by key; only the chosen segments are read.
     async fn topic_segments(&self, ns: Uuid, t: &TopicRow, limit: usize) -> Result<(Vec<SegRow>, u32), RecallError> {
         let rows: Vec<SegRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "SELECT {SEG_COLUMNS} FROM memory_segments s WHERE s.namespace_id = $1 AND s.tags && $2
-               AND (cardinality($3::text[]) = 0 OR s.tags && $3)
-             ORDER BY s.end_time DESC, s.session_id, s.first_seq DESC LIMIT $4"
+            "SELECT {SEG_COLUMNS} FROM (
+                 SELECT DISTINCT h.segment_id, h.end_time, h.session_id, h.first_seq FROM unnest($2::text[]) AS a(tag)
+                 CROSS JOIN LATERAL (
+                     SELECT t.segment_id, t.end_time, t.session_id, t.first_seq FROM memory_segment_tags t
+                     WHERE t.namespace_id = $1 AND t.tag = a.tag
+                       AND (cardinality($3::text[]) = 0 OR EXISTS (
+                           SELECT 1 FROM memory_segment_tags w
+                           WHERE w.namespace_id = $1 AND w.segment_id = t.segment_id AND w.tag = ANY($3)))
+                     ORDER BY t.end_time DESC, t.session_id, t.first_seq DESC LIMIT $4) h
+                 ORDER BY h.end_time DESC, h.session_id, h.first_seq DESC LIMIT $4) x
+             JOIN memory_segments s ON s.namespace_id = $1 AND s.id = x.segment_id
+             ORDER BY s.end_time DESC, s.session_id, s.first_seq DESC"
         )))
         .bind(ns)
         .bind(&t.aliases)
@@ -316,27 +333,42 @@ impl Memory {
             return Err(RecallError::invalid("max_tokens", format!("at most {MAX_TEXT_TOKENS}, got {max_tokens}")));
         }
         let budget = if max_tokens == 0 { DEFAULT_RECALL_TOKENS } else { max_tokens };
-        let rows: Vec<TopicRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "SELECT {TOPIC_COLUMNS} FROM memory_topics WHERE namespace_id = $1 AND in_cover ORDER BY turns DESC, tag"
-        )))
+        // Choose by an estimate first (summary, description, a pointer per line) from the light
+        // columns of the cover, largest first; then read only the chosen topics, look only their
+        // pointers up, render exactly and keep what fits.
+        let cover: Vec<(String, i32, i64, i32)> = sqlx::query_as(
+            "SELECT tag, summary_tokens, octet_length(description)::int8,
+                    CASE WHEN jsonb_typeof(summary) = 'array' THEN jsonb_array_length(summary) ELSE 0 END
+             FROM memory_topics WHERE namespace_id = $1 AND in_cover ORDER BY turns DESC, tag",
+        )
         .bind(ns)
         .fetch_all(self.store.pool())
         .await?;
-        // Choose by an estimate first (summary, description, a pointer per line), so that only the
-        // chosen topics' pointers are looked up; then render exactly and keep what fits.
-        let mut chosen: Vec<&TopicRow> = Vec::new();
+        let mut wanted: Vec<String> = Vec::new();
         let mut estimate = 0usize;
         let mut out = Recalled::default();
-        for r in &rows {
-            let lines = r.summary.as_array().map_or(0, Vec::len);
-            let est = r.summary_tokens.max(0) as usize + r.description.len() / 4 + 24 * lines + 16;
+        for (tag, summary_tokens, description_len, lines) in cover {
+            let est =
+                summary_tokens.max(0) as usize + description_len.max(0) as usize / 4 + 24 * lines.max(0) as usize + 16;
             if estimate + est > budget {
                 out.omitted += 1;
                 continue;
             }
             estimate += est;
-            chosen.push(r);
+            wanted.push(tag);
         }
+        let mut rows: Vec<TopicRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {TOPIC_COLUMNS} FROM memory_topics WHERE namespace_id = $1 AND tag = ANY($2)"
+        )))
+        .bind(ns)
+        .bind(&wanted)
+        .fetch_all(self.store.pool())
+        .await?;
+        // Back in the cover's order (a topic rewritten in between may have left it: it is gone).
+        let order: HashMap<&str, usize> = wanted.iter().enumerate().map(|(i, t)| (t.as_str(), i)).collect();
+        rows.retain(|r| r.in_cover && order.contains_key(r.tag.as_str()));
+        rows.sort_by_key(|r| order.get(r.tag.as_str()).copied());
+        let chosen: Vec<&TopicRow> = rows.iter().collect();
         let mut p = PointerBatch::default();
         let mut lines = Vec::with_capacity(chosen.len());
         for r in &chosen {
