@@ -526,6 +526,48 @@ async fn a_saturated_model_costs_searches_their_vectors_not_their_answers() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A k-NN that Postgres cannot answer within `knn_timeout_ms` (here: the embeddings are locked,
+/// as an HNSW scan waits behind inserts) costs the search its vectors, not its answer: BM25
+/// alone, in time, said so and counted; once the table is free, vectors again.
+#[tokio::test]
+async fn a_slow_knn_costs_a_search_its_vectors_not_its_answer() {
+    let srv = server_or_skip!();
+    let mut f = fixture(&srv, "kt").await;
+    f.append((0..20).map(|i| ev("note", &format!("deploy cache error {i}"))).collect()).await.unwrap();
+    let ns = srv.store.namespace("kt").await.unwrap();
+    let opts = WorkerOptions { poll_interval: Duration::from_millis(20), ..WorkerOptions::default() };
+    let w = EmbeddingWorker::start(srv.store.clone(), Arc::new(tiny("kt", 8)), opts).await.unwrap();
+    assert!(w.wait_idle(Duration::from_secs(60)).await.unwrap());
+    w.stop().await;
+    let dir = tmp("kt");
+    let mut opts = SearchConfig::in_dir(dir.to_string_lossy());
+    opts.exact_knn_max = 0; // the HNSW path, which the timeout bounds
+    opts.knn_timeout_ms = 200;
+    let idx =
+        SearchIndex::open(srv.store.clone(), opts, Some(Arc::new(tiny("kt", 8))), Arc::new(memex_pointer::NoFullView))
+            .unwrap();
+    let stats = idx.query_vector_stats().expect("an embedder");
+    let r = idx.search(ns.id, &SearchRequest::new("deploy cache", 5)).await.unwrap();
+    assert!(r.vectors_used && r.hits.iter().any(|h| h.score.vector_rank > 0), "{r:?}");
+
+    let mut lock = srv.store.pool().begin().await.unwrap();
+    sqlx::query("LOCK TABLE embeddings IN ACCESS EXCLUSIVE MODE").execute(&mut *lock).await.unwrap();
+    let started = std::time::Instant::now();
+    let r = idx.search(ns.id, &SearchRequest::new("deploy cache", 5)).await.unwrap();
+    let took = started.elapsed();
+    assert!(!r.vectors_used, "{r:?}");
+    assert_eq!(r.hits.len(), 5);
+    assert!(r.hits.iter().all(|h| h.score.bm25_rank > 0 && h.score.vector_rank == 0), "{r:?}");
+    assert!(took >= Duration::from_millis(200) && took < Duration::from_secs(5), "{took:?}");
+    assert_eq!(stats.knn_late.load(std::sync::atomic::Ordering::Relaxed), 1);
+    lock.rollback().await.unwrap();
+
+    let r = idx.search(ns.id, &SearchRequest::new("deploy cache", 5)).await.unwrap();
+    assert!(r.vectors_used && r.hits.iter().any(|h| h.score.vector_rank > 0), "{r:?}");
+    assert_eq!(stats.knn_late.load(std::sync::atomic::Ordering::Relaxed), 1);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// The fast tier (a static table distilled from the model) gives packs their vectors at a fleet's
 /// rate: a `Fast` search ranks by its vectors without waiting on the model, and a `Best` search
 /// whose model vector is late falls back to it instead of to BM25 alone.

@@ -50,6 +50,10 @@ pub struct SearchConfig {
     pub query_embed_queue: usize,
     pub query_embed_wait_ms: u64,
     pub query_embed_cache: u64,
+    /// Longest a search's k-NN over the HNSW index may run in Postgres (it slows while the
+    /// embedding worker inserts beside it) before the search goes on with BM25 alone and says
+    /// so; 0: no limit.
+    pub knn_timeout_ms: u64,
 }
 
 impl Default for SearchConfig {
@@ -80,6 +84,7 @@ impl Default for SearchConfig {
             query_embed_queue: 64,
             query_embed_wait_ms: 100,
             query_embed_cache: 10_000,
+            knn_timeout_ms: 50,
         }
     }
 }

@@ -36,6 +36,9 @@ struct Ranking {
     vectors_used: bool,
 }
 
+/// A query's vector, and the model it is of.
+type QueryVector = (ModelInfo, Arc<Vec<f32>>);
+
 /// This replica's search state. Cheap to share (`Arc`); namespaces' indexes open on first use.
 pub struct SearchIndex {
     store: Store,
@@ -148,7 +151,7 @@ impl SearchIndex {
         query: &str,
         tier: VectorTier,
         fast_fits: bool,
-    ) -> Result<Option<(ModelInfo, Arc<Vec<f32>>)>, IndexError> {
+    ) -> Result<Option<QueryVector>, IndexError> {
         let model_first = tier == VectorTier::Best || self.fast.is_none();
         if let (true, Some(q), Some(e)) = (model_first, &self.query_vectors, &self.embedder)
             && let Some(v) = q.vector(query).await
@@ -259,28 +262,36 @@ impl SearchIndex {
         // One point-in-time searcher for the whole query: a concurrent catch-up may reload the
         // reader, and chunk addresses do not survive a reload. With it, the fresh parts.
         let (searcher, fresh) = idx.snapshot()?;
-        // The query's vector is computed (or found cached) while BM25 runs.
+        // The query's vector is computed (or found cached), and its k-NN run in Postgres, while
+        // BM25 runs. A k-NN past `knn_timeout` is cancelled by Postgres: the answer goes on with
+        // BM25 alone and says so (`vectors_used`), as when the vector itself is late.
         let wants_vectors = (self.embedder.is_some() || self.fast.is_some()) && req.vector_weight > 0.0;
-        let query_vector = async {
+        let vectors = async {
             if !wants_vectors {
-                return Ok(None);
+                return Ok((None, Vec::new()));
             }
             // The fast tier keeps no HNSW index: it ranks a few sessions, or a small namespace.
             let fast_fits = req.filter.names_few_sessions() || idx.num_docs() <= self.opts.exact_knn_max;
-            self.query_vector(&req.query, req.tier, fast_fits).await
-        };
-        let (bm25, query_vector) =
-            tokio::join!(self.bm25_list(&idx, (&searcher, &fresh), req, wants_vectors), query_vector);
-        let (best_chunk, mut bm25_items) = bm25?;
-        let query_vector = query_vector?;
-
-        // Vectors: k-NN over the embeddings of the model the query's vector is of.
-        let mut vector_items: Vec<(Uuid, f32)> = Vec::new();
-        if let Some((model, q)) = &query_vector {
-            let fast = self.fast.as_ref().is_some_and(|f| f.info() == model);
+            let Some((model, q)) = self.query_vector(&req.query, req.tier, fast_fits).await? else {
+                return Ok((None, Vec::new()));
+            };
+            let fast = self.fast.as_ref().is_some_and(|f| f.info() == &model);
             let exact = fast || req.filter.names_few_sessions() || idx.num_docs() <= self.opts.exact_knn_max;
-            vector_items = vectors::knn(self.store.pool(), ns, model, q, &req.filter, req.candidates, exact).await?;
-        }
+            let timeout = std::time::Duration::from_millis(self.opts.knn_timeout_ms);
+            match vectors::knn(self.store.pool(), ns, &model, &q, &req.filter, req.candidates, exact, timeout).await {
+                Ok(items) => Ok((Some((model, q)), items)),
+                Err(e) if vectors::is_timeout(&e) => {
+                    if let Some(v) = &self.query_vectors {
+                        v.stats().knn_late.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    Ok((None, Vec::new()))
+                }
+                Err(e) => Err(e),
+            }
+        };
+        let (bm25, vectors) = tokio::join!(self.bm25_list(&idx, (&searcher, &fresh), req, wants_vectors), vectors);
+        let (best_chunk, mut bm25_items) = bm25?;
+        let (query_vector, vector_items): (Option<QueryVector>, Vec<(Uuid, f32)>) = vectors?;
         let vectors_used = query_vector.is_some();
         let embedder = query_vector.as_ref().map(|(model, _)| model);
 

@@ -63,6 +63,8 @@ pub struct QueryVectorStats {
     /// The caller was gone before its turn.
     pub abandoned: AtomicU64,
     pub failed: AtomicU64,
+    /// The vector was there, but its k-NN in Postgres ran past `search.knn_timeout_ms`.
+    pub knn_late: AtomicU64,
 }
 
 struct Job {

@@ -128,7 +128,9 @@ pub(crate) async fn insert(
 ///
 /// `exact`: scan the namespace's vectors (right for small namespaces, where an HNSW scan over
 /// everyone's vectors would have to skip most of them); otherwise use the model's HNSW index with
-/// pgvector's iterative scan, so filters cannot starve the result.
+/// pgvector's iterative scan, so filters cannot starve the result. An HNSW scan past `timeout`
+/// is cancelled by Postgres (see [`is_timeout`]); 0 waits as long as it takes.
+#[allow(clippy::too_many_arguments)]
 #[tracing::instrument(name = "store.knn", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "knn"))]
 pub(crate) async fn knn(
     pool: &PgPool,
@@ -138,6 +140,7 @@ pub(crate) async fn knn(
     filter: &SearchFilter,
     n: usize,
     exact: bool,
+    timeout: std::time::Duration,
 ) -> Result<Vec<(Uuid, f32)>, IndexError> {
     let dim = model.dim;
     let conditions = format!(
@@ -181,9 +184,11 @@ pub(crate) async fn knn(
     } else {
         let mut tx = pool.begin().await?;
         sqlx::query(
-            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', $1, true)",
+            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', $1, true),
+                    set_config('statement_timeout', $2, true)",
         )
         .bind(n.clamp(40, 1000).to_string())
+        .bind(timeout.as_millis().to_string())
         .execute(&mut *tx)
         .await?;
         let rows = q.fetch_all(&mut *tx).await?;
@@ -193,6 +198,11 @@ pub(crate) async fn knn(
     // relaxed_order may return slightly out of order; the answer must not depend on it.
     rows.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
     Ok(rows.into_iter().map(|(id, d)| (id, 1.0 - d)).collect())
+}
+
+/// Whether a k-NN failed for its `timeout` (Postgres cancelled the statement: `57014`).
+pub(crate) fn is_timeout(e: &IndexError) -> bool {
+    matches!(e, IndexError::Database(sqlx::Error::Database(d)) if d.code().as_deref() == Some("57014"))
 }
 
 /// The vectors of some events (for MMR), by event id.

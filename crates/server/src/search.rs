@@ -50,7 +50,8 @@ pub struct SearchRuntime {
 }
 
 /// `memex.query_vectors{outcome}`: how searches got their query's vector (cached, embedded) or
-/// went without (shed: the queue was full; late: not ready in time; abandoned; failed).
+/// went without (shed: the queue was full; late: not ready in time; abandoned; failed; knn_late: its k-NN
+/// ran past `search.knn_timeout_ms`).
 fn query_vector_metric(stats: Arc<memex_search::QueryVectorStats>) -> opentelemetry::metrics::ObservableCounter<u64> {
     use std::sync::atomic::Ordering::Relaxed;
     opentelemetry::global::meter("memex")
@@ -65,6 +66,7 @@ fn query_vector_metric(stats: Arc<memex_search::QueryVectorStats>) -> openteleme
                 ("late", &s.late),
                 ("abandoned", &s.abandoned),
                 ("failed", &s.failed),
+                ("knn_late", &s.knn_late),
             ] {
                 o.observe(n.load(Relaxed), &[opentelemetry::KeyValue::new("outcome", outcome)]);
             }

@@ -46,6 +46,7 @@ impl Kit {
         // answers within a serving deadline (a cold model's first inference can take longer):
         // queries here wait for their vectors.
         config.search.query_embed_wait_ms = config.search.query_embed_wait_ms.max(60_000);
+        config.search.knn_timeout_ms = 0;
         let store = memex_server::connect_store_as(&config, memex_store::Tenant::All)
             .await
             .context("connecting to the database (make run sets it up)")?;
