@@ -661,6 +661,36 @@ async fn an_append_is_read_on_its_news_alone() {
     read_to(&srv.store, ns, session, events.len() as i64).await;
 }
 
+/// A backlog larger than one round is read round after round, without waiting for the periodic
+/// look: the hot spell after work starts when the round's jobs end (one session a round here, and
+/// a round longer than the hot spell of 40 ms; the periodic look an hour away).
+#[tokio::test]
+async fn a_backlog_is_read_round_after_round_not_at_each_periodic_look() {
+    let Some(srv) = TestServer::start_with(|c| {
+        memory_on(c);
+        c.memory.idle_rescan_ms = 3_600_000;
+        c.memory.claim_sessions = 1;
+        c.memory.jobs_in_flight = 1;
+    })
+    .await
+    else {
+        return;
+    };
+    let f = crate::fixture(&srv, "rounds").await;
+    let ns = srv.store.namespace("rounds").await.unwrap().id;
+    let mut sessions = vec![f.session.clone()];
+    for i in 0..5 {
+        sessions.push(new_session(&f, &format!("agent-{i}")).await);
+    }
+    let events = session_events();
+    for s in &sessions {
+        append(&f.c, &f.ns, s, events.clone()).await;
+    }
+    for s in &sessions {
+        read_to(&srv.store, ns, s.parse().unwrap(), events.len() as i64).await;
+    }
+}
+
 /// Waits until the memory worker has read the session up to `seq` (10 s at most).
 async fn read_to(store: &memex_store::Store, ns: uuid::Uuid, session: uuid::Uuid, seq: i64) {
     for _ in 0..500 {

@@ -268,12 +268,15 @@ async fn run(s: Arc<Shared>) {
             }
         };
         let idle = claimed.is_empty();
-        if look.any() {
-            scan.looked(now, !idle);
-            s.counters.looks.fetch_add(1, Ordering::Relaxed);
-        }
         let in_flight = cfg.jobs_in_flight.max(1) as usize;
         futures::stream::iter(claimed).for_each_concurrent(in_flight, |c| run_job(&s, c)).await;
+        // Marked after the round's jobs: a round can outlast the hot window, and more work left
+        // behind must be claimed at once, not at the next periodic look (the worker read a
+        // loaded corpus in bursts 10 s apart when this was marked before the jobs).
+        if look.any() {
+            scan.looked(Instant::now(), !idle);
+            s.counters.looks.fetch_add(1, Ordering::Relaxed);
+        }
         match topics::rebuild_due(&s.parts, &s.owner, scope(&s).as_deref()).await {
             Ok(n) => {
                 s.counters.rebuilds.fetch_add(n, Ordering::Relaxed);

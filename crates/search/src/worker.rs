@@ -363,7 +363,6 @@ async fn read_loop(s: Arc<Shared>, tx: mpsc::Sender<Job>) {
             }
         };
         let idle = claimed.is_empty();
-        scan.looked(now, !idle);
         for (namespace_id, session_id, done, head) in claimed {
             set_busy(&s, session_id, true);
             let upto = head.min(done + u64::from(s.opts.events_per_job));
@@ -387,6 +386,10 @@ async fn read_loop(s: Arc<Shared>, tx: mpsc::Sender<Job>) {
             s.counters.queued_jobs.store(queued, Ordering::SeqCst);
             s.counters.max_queued_jobs.fetch_max(queued, Ordering::SeqCst);
         }
+        // Marked once the round's jobs are queued (which waits while the queue is full): a
+        // round can outlast the hot window, and the rest of a backlog must be claimed at once,
+        // not at the next periodic look.
+        scan.looked(Instant::now(), !idle);
         if idle {
             // Without news the backlog has not grown, but another replica may have embedded
             // what it counted: the periodic look measures only a backlog that is not zero.
