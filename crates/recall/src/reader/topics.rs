@@ -406,7 +406,8 @@ impl Memory {
             n => return Err(RecallError::invalid("limit", format!("must be 1..=1000, got {n}"))),
         };
         let pattern = if contains.is_empty() { String::new() } else { format!("%{}%", contains.replace('%', "\\%")) };
-        let rows: Vec<TopicRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        // The page and the count at once.
+        let page = sqlx::query_as::<_, TopicRow>(sqlx::AssertSqlSafe(format!(
             "SELECT {TOPIC_COLUMNS} FROM memory_topics WHERE namespace_id = $1 AND tag > $2
                AND ($3 = '' OR tag ILIKE $3 OR EXISTS (SELECT 1 FROM unnest(aliases) a WHERE a ILIKE $3))
              ORDER BY tag LIMIT $4"
@@ -415,16 +416,15 @@ impl Memory {
         .bind(page_token)
         .bind(&pattern)
         .bind(limit as i64 + 1)
-        .fetch_all(self.store.pool())
-        .await?;
-        let (total,): (i64,) = sqlx::query_as(
+        .fetch_all(self.store.pool());
+        let count = sqlx::query_as::<_, (i64,)>(
             "SELECT count(*) FROM memory_topics WHERE namespace_id = $1
                AND ($2 = '' OR tag ILIKE $2 OR EXISTS (SELECT 1 FROM unnest(aliases) a WHERE a ILIKE $2))",
         )
         .bind(ns)
         .bind(&pattern)
-        .fetch_one(self.store.pool())
-        .await?;
+        .fetch_one(self.store.pool());
+        let (rows, (total,)) = tokio::try_join!(page, count)?;
         let more = rows.len() > limit;
         let rows = &rows[..rows.len().min(limit)];
         let mut p = PointerBatch::default();
