@@ -423,6 +423,27 @@ async fn stored_line_maps_answer_as_a_compile_would() {
     assert_eq!(fifth.lines(ns, session, &all, Current).await.unwrap(), want_all);
     assert_eq!((fifth.stats().line_maps_used(), fifth.stats().misses()), (1, 0));
 
+    // A process keeps the maps it read: asked again, it reads none from the store.
+    let keeper = fresh();
+    let counts = |v: &memex_views::Views| (v.stats().line_maps_used(), v.stats().line_maps_kept(), v.stats().misses());
+    assert_eq!(keeper.lines(ns, session, &all, Current).await.unwrap(), want_all);
+    assert_eq!(keeper.lines(ns, session, &all, Current).await.unwrap(), want_all);
+    assert_eq!(counts(&keeper), (2, 1, 0));
+    // A later version its kept map cannot answer: the stored map is read again (as old here),
+    // then the session is compiled, and its new map stored.
+    f.append(vec![ev("user_message", "ship it")]).await.unwrap();
+    let more: Vec<Seq> = (1..=10).map(Seq).collect();
+    let scratch = fresh();
+    scratch.compiled(ns, session).await.unwrap();
+    let want_more = scratch.lines(ns, session, &more, Current).await.unwrap();
+    assert_eq!(keeper.lines(ns, session, &more, Current).await.unwrap(), want_more);
+    assert_eq!(counts(&keeper), (2, 1, 1));
+    maps_written(&keeper, 1).await;
+    // An erasure makes a process forget what it kept: the store is asked again.
+    keeper.forget_all();
+    assert_eq!(keeper.lines(ns, session, &more, Current).await.unwrap(), want_more);
+    assert_eq!(counts(&keeper), (3, 1, 1));
+
     // An imported trace's map is of its only version.
     let name = "entire__fc99c919b212-0.jsonl";
     let imported = import(&mut f, name, &trace(name), false).await.unwrap();

@@ -52,8 +52,8 @@ pub use render::{LinesRead, MAX_READ_LINES, RankedQuery, RenderedView, ViewKind,
 #[serde(default, deny_unknown_fields)]
 pub struct ViewsConfig {
     /// Memory for compiled sessions (the VCC IR, rendered full views and a live session's kept
-    /// compiler, resumed by its next version), in bytes; imported traces get as much again, and
-    /// the views' blocks (what packs cite) a half.
+    /// compiler, resumed by its next version), in bytes; imported traces get as much again, the
+    /// views' blocks (what packs cite) a half, and line maps kept from the store an eighth.
     pub cache_bytes: u64,
 }
 
@@ -81,6 +81,9 @@ pub struct Views {
     blocks: blocks::BlockCache,
     /// Stores compiled sessions' line maps in the background.
     map_writer: line_map::MapWriter,
+    /// Line maps read from the store or made here, kept: a reader citing a session again needs
+    /// no bytes from Postgres. Any version answers what it can (`LineMap::answer`).
+    maps: moka::sync::Cache<(Uuid, Uuid), Arc<line_map::LineMap>>,
     stats: Arc<CacheStats>,
 }
 
@@ -93,6 +96,8 @@ pub struct CacheStats {
     carried: AtomicU64,
     /// Lines answered from a stored line map instead of a compile.
     maps_used: AtomicU64,
+    /// Of those, answered from a map kept in memory (no map read from the store).
+    maps_kept: AtomicU64,
     /// Line maps stored after a compile.
     maps_written: AtomicU64,
 }
@@ -107,6 +112,11 @@ impl CacheStats {
     /// Lookups of events' lines that a stored line map answered without compiling the session.
     pub fn line_maps_used(&self) -> u64 {
         self.maps_used.load(Ordering::Relaxed)
+    }
+
+    /// Of [`CacheStats::line_maps_used`], those answered from a map this process kept.
+    pub fn line_maps_kept(&self) -> u64 {
+        self.maps_kept.load(Ordering::Relaxed)
     }
 
     /// Line maps stored after compiling a session.
@@ -134,6 +144,7 @@ impl Views {
         self.read_only.invalidate_all();
         self.latest.invalidate_all();
         self.blocks.invalidate_all();
+        self.maps.invalidate_all();
     }
 
     pub fn new(store: Store, config: &ViewsConfig) -> Views {
@@ -148,6 +159,10 @@ impl Views {
             latest: moka::sync::Cache::new(LATEST_SESSIONS),
             blocks: blocks::cache(cache_bytes / 2),
             map_writer: line_map::MapWriter::default(),
+            maps: moka::sync::Cache::builder()
+                .max_capacity(cache_bytes / 8)
+                .weigher(|_, m: &Arc<line_map::LineMap>| m.weight())
+                .build(),
             stats: Arc::new(CacheStats::default()),
         }
     }
@@ -181,6 +196,12 @@ impl Views {
                 self.blocks.entry_count(),
                 self.blocks.weighted_size(),
                 self.blocks.policy().max_capacity(),
+            ),
+            size(
+                "views.line_maps",
+                self.maps.entry_count(),
+                self.maps.weighted_size(),
+                self.maps.policy().max_capacity(),
             ),
         ]
     }

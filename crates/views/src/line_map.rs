@@ -87,6 +87,27 @@ impl LineMap {
         self.version
     }
 
+    /// Bytes it holds, about (for the cache's cap).
+    pub(crate) fn weight(&self) -> u32 {
+        u32::try_from(self.entries.len() * ENTRY + 64).unwrap_or(u32::MAX)
+    }
+
+    /// The lines of every record asked (by seq) in version `current`, or `None` when this map
+    /// cannot say for one of them.
+    pub(crate) fn answer_all(
+        &self,
+        records: &[(memex_event::Seq, u32)],
+        current: u64,
+    ) -> Option<std::collections::HashMap<memex_event::Seq, ViewLines>> {
+        let mut out = std::collections::HashMap::with_capacity(records.len());
+        for (seq, line) in records {
+            if let Some(l) = self.answer(*line, current)? {
+                out.insert(*seq, l);
+            }
+        }
+        Some(out)
+    }
+
     pub(crate) fn row(&self, session: Uuid) -> LineMapRow {
         let mut map = Vec::with_capacity(self.entries.len() * ENTRY);
         for (line, v) in &self.entries {

@@ -30,8 +30,24 @@ impl Views {
             Ok(compiled) => return self.lines_in(ns, &compiled, seqs).await,
             Err(row) => row,
         };
+        let map = match self.maps.get(&(ns.0, session.0)) {
+            Some(kept) => Some((kept, true)),
+            None => self.stored_map(ns, session).await?.map(|m| (m, false)),
+        };
+        self.lines_uncompiled(ns, row, map, seqs).await
+    }
+
+    /// A session's stored line map, decoded and kept.
+    async fn stored_map(&self, ns: NamespaceId, session: SessionId) -> Result<Option<Arc<LineMap>>, ViewError> {
         let stored = self.store.line_map(ns.0, session.0).await?;
-        self.lines_uncompiled(ns, row, stored, seqs).await
+        Ok(stored.and_then(|r| self.keep_map(ns, &r)))
+    }
+
+    /// Decodes a stored map and keeps it.
+    fn keep_map(&self, ns: NamespaceId, row: &LineMapRow) -> Option<Arc<LineMap>> {
+        let map = Arc::new(LineMap::from_row(row)?);
+        self.maps.insert((ns.0, row.session_id), map.clone());
+        Some(map)
     }
 
     /// [`Views::event_lines`] of several sessions, with one round trip for their rows and one
@@ -44,28 +60,30 @@ impl Views {
     ) -> Vec<Result<Vec<Option<ViewLines>>, FullViewError>> {
         let ids: Vec<Uuid> = asks.iter().map(|(s, _)| s.0).collect();
         // The rows and the stored maps in one round trip; sessions compiled here (any version)
-        // need no map.
-        let compiled_here: Vec<Uuid> = ids.iter().copied().filter(|id| self.has_compiled(ns.0, *id)).collect();
-        let (rows, mut maps): (HashMap<Uuid, Session>, HashMap<Uuid, LineMapRow>) =
-            match self.store.sessions_with_maps(ns.0, &ids, &compiled_here).await {
-                Ok(found) => {
-                    let mut maps = HashMap::new();
-                    let rows = found
-                        .into_iter()
-                        .map(|(row, map)| {
-                            if let Some(m) = map {
-                                maps.insert(row.id, m);
-                            }
-                            (row.id, row)
-                        })
-                        .collect();
-                    (rows, maps)
-                }
-                Err(e) => {
-                    let e = FullViewError::from(ViewError::from(e));
-                    return asks.iter().map(|_| Err(e.clone())).collect();
-                }
-            };
+        // need no map, nor do those whose map this process keeps.
+        let compiled_here: std::collections::HashSet<Uuid> =
+            ids.iter().copied().filter(|id| self.has_compiled(ns.0, *id)).collect();
+        let mut maps: HashMap<Uuid, (Arc<LineMap>, bool)> = ids
+            .iter()
+            .filter(|id| !compiled_here.contains(id))
+            .filter_map(|id| Some((*id, (self.maps.get(&(ns.0, *id))?, true))))
+            .collect();
+        let skip: Vec<Uuid> = compiled_here.iter().chain(maps.keys()).copied().collect();
+        let rows: HashMap<Uuid, Session> = match self.store.sessions_with_maps(ns.0, &ids, &skip).await {
+            Ok(found) => found
+                .into_iter()
+                .map(|(row, map)| {
+                    if let Some(m) = map.and_then(|m| self.keep_map(ns, &m)) {
+                        maps.insert(row.id, (m, false));
+                    }
+                    (row.id, row)
+                })
+                .collect(),
+            Err(e) => {
+                let e = FullViewError::from(ViewError::from(e));
+                return asks.iter().map(|_| Err(e.clone())).collect();
+            }
+        };
         let mut compiled: HashMap<Uuid, Arc<CompiledSession>> = HashMap::new();
         for row in rows.values() {
             if let Some(c) = self.cached(row).await {
@@ -95,34 +113,50 @@ impl Views {
         futures::stream::iter(work).buffered(SESSIONS_AT_ONCE).collect().await
     }
 
-    /// A session not compiled here: answered from its stored map when that can say, else
-    /// compiled (and its map stored).
+    /// A session not compiled here: answered from its line map (`kept`: the one this process
+    /// kept, else the stored one) when that can say; a kept map that cannot is replaced by the
+    /// stored one (another process may have stored a newer version); else the session is
+    /// compiled, and its map stored and kept.
     async fn lines_uncompiled(
         &self,
         ns: NamespaceId,
         row: Session,
-        stored: Option<LineMapRow>,
+        map: Option<(Arc<LineMap>, bool)>,
         seqs: &[Seq],
     ) -> Result<HashMap<Seq, ViewLines>, ViewError> {
         let session = SessionId(row.id);
         let imported = row.source.is_some();
         let version = if imported { 0 } else { row.event_count };
-        let stored = stored.and_then(|r| LineMap::from_row(&r));
-        if let Some(map) = &stored {
+        // An erased session's map is deleted with it: one kept from before is not used.
+        let (mut map, kept) = match map {
+            Some((_, true)) if row.erased_by.is_some() => (None, true),
+            Some((m, kept)) => (Some(m), kept),
+            None => (None, false),
+        };
+        if map.is_some() || kept {
             let records = self.source_lines(ns, session, imported, seqs).await?;
-            let answers: Option<Vec<(Seq, Option<ViewLines>)>> =
-                records.iter().map(|(seq, line)| Some((*seq, map.answer(*line, version)?))).collect();
-            if let Some(answers) = answers {
+            if let Some(answers) = map.as_ref().and_then(|m| m.answer_all(&records, version)) {
                 self.stats.maps_used.fetch_add(1, Ordering::Relaxed);
-                return Ok(answers.into_iter().filter_map(|(seq, l)| Some((seq, l?))).collect());
+                self.stats.maps_kept.fetch_add(u64::from(kept), Ordering::Relaxed);
+                return Ok(answers);
+            }
+            if kept {
+                self.maps.invalidate(&(ns.0, row.id));
+                map = self.stored_map(ns, session).await?;
+                if let Some(answers) = map.as_ref().and_then(|m| m.answer_all(&records, version)) {
+                    self.stats.maps_used.fetch_add(1, Ordering::Relaxed);
+                    return Ok(answers);
+                }
             }
         }
         let compiled = self.compile_row(ns, row).await?;
-        if stored.is_none_or(|m| m.version() < compiled.version()) {
+        if map.is_none_or(|m| m.version() < compiled.version()) {
             let before = compiled.weight();
-            let map = LineMap::of(&compiled).row(compiled.session.id);
+            let made = LineMap::of(&compiled);
+            let stored = made.row(compiled.session.id);
+            self.maps.insert((ns.0, compiled.session.id), Arc::new(made));
             self.reweigh(&compiled, before).await;
-            self.map_writer.send(&self.store, &self.stats, ns.0, map);
+            self.map_writer.send(&self.store, &self.stats, ns.0, stored);
         }
         self.lines_in(ns, &compiled, seqs).await
     }
