@@ -270,13 +270,13 @@ impl SearchIndex {
             if !wants_vectors {
                 return Ok((None, Vec::new()));
             }
-            // The fast tier keeps no HNSW index: it ranks a few sessions, or a small namespace.
-            let fast_fits = req.filter.names_few_sessions() || idx.num_docs() <= self.opts.exact_knn_max;
-            let Some((model, q)) = self.query_vector(&req.query, req.tier, fast_fits).await? else {
+            // A few sessions, or a small namespace: exact k-NN, which the fast tier (no HNSW
+            // index) can rank too.
+            let small = req.filter.names_few_sessions() || idx.num_docs() <= self.opts.exact_knn_max;
+            let Some((model, q)) = self.query_vector(&req.query, req.tier, small).await? else {
                 return Ok((None, Vec::new()));
             };
-            let fast = self.fast.as_ref().is_some_and(|f| f.info() == &model);
-            let exact = fast || req.filter.names_few_sessions() || idx.num_docs() <= self.opts.exact_knn_max;
+            let exact = small || self.fast.as_ref().is_some_and(|f| f.info() == &model);
             let timeout = std::time::Duration::from_millis(self.opts.knn_timeout_ms);
             match vectors::knn(self.store.pool(), ns, &model, &q, &req.filter, req.candidates, exact, timeout).await {
                 Ok(items) => Ok((Some((model, q)), items)),

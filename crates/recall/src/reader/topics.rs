@@ -366,17 +366,16 @@ impl Memory {
         .await?;
         // Back in the cover's order (a topic rewritten in between may have left it: it is gone).
         let order: HashMap<&str, usize> = wanted.iter().enumerate().map(|(i, t)| (t.as_str(), i)).collect();
-        rows.retain(|r| r.in_cover && order.contains_key(r.tag.as_str()));
+        rows.retain(|r| r.in_cover);
         rows.sort_by_key(|r| order.get(r.tag.as_str()).copied());
-        let chosen: Vec<&TopicRow> = rows.iter().collect();
         let mut p = PointerBatch::default();
-        let mut lines = Vec::with_capacity(chosen.len());
-        for r in &chosen {
+        let mut lines = Vec::with_capacity(rows.len());
+        for r in &rows {
             lines.push(r.want(&mut p)?);
         }
         p.resolve(ns, self.view.as_ref()).await?;
         let mut used = 0usize;
-        for (r, l) in chosen.iter().zip(&lines) {
+        for (r, l) in rows.iter().zip(&lines) {
             let v = r.view(l, &p);
             let block = topic_text(&v) + "\n";
             let n = self.count(&block);
