@@ -3,7 +3,7 @@
 //! reads each one's events from its open segment on, runs the pure core's `advance` on a
 //! blocking thread, and writes the result with the session's progress in one transaction —
 //! idempotent (derived ids, upserts) and resumable after a crash from the last committed job.
-//! Between rounds it rebuilds the topics of namespaces whose segments changed.
+//! Beside the jobs, a second task rebuilds the topics of namespaces whose segments changed.
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -100,7 +100,7 @@ struct Shared {
 pub struct MemoryWorker {
     shared: Arc<Shared>,
     stop: watch::Sender<bool>,
-    task: Option<JoinHandle<()>>,
+    tasks: Vec<JoinHandle<()>>,
 }
 
 impl MemoryWorker {
@@ -113,10 +113,15 @@ impl MemoryWorker {
             wake: Notify::new(),
             stop: stop_rx,
         });
-        // The worker claims sessions of every namespace: it runs as `Tenant::All`.
-        let task = tokio::spawn(tenant::scope(Tenant::All, run(shared.clone())));
+        // The worker claims sessions of every namespace: it runs as `Tenant::All`. Topics are
+        // rebuilt beside the jobs, not between rounds: a rebuild of a large namespace takes
+        // seconds, and the jobs waited for it.
+        let tasks = vec![
+            tokio::spawn(tenant::scope(Tenant::All, run(shared.clone()))),
+            tokio::spawn(tenant::scope(Tenant::All, build_topics(shared.clone()))),
+        ];
         tracing::info!(interpreter = shared.parts.interpreter.name(), "memory worker started");
-        MemoryWorker { shared, stop, task: Some(task) }
+        MemoryWorker { shared, stop, tasks }
     }
 
     pub fn probe(&self) -> MemoryProbe {
@@ -157,7 +162,7 @@ impl MemoryWorker {
     pub async fn stop(mut self) {
         let _ = self.stop.send(true);
         self.shared.wake.notify_one();
-        if let Some(t) = self.task.take() {
+        for t in std::mem::take(&mut self.tasks) {
             let _ = t.await;
         }
         tracing::info!("memory worker stopped");
@@ -277,12 +282,6 @@ async fn run(s: Arc<Shared>) {
             scan.looked(Instant::now(), !idle);
             s.counters.looks.fetch_add(1, Ordering::Relaxed);
         }
-        match topics::rebuild_due(&s.parts, &s.owner, scope(&s).as_deref()).await {
-            Ok(n) => {
-                s.counters.rebuilds.fetch_add(n, Ordering::Relaxed);
-            }
-            Err(e) => record_error(&s, "rebuilding topics", &e),
-        }
         // The lag, as the metric reports it: measured when a look found nothing, and at most
         // once a second while working. Without news it cannot have grown, but another replica
         // may have read what it counted: the periodic look measures a lag that is not zero.
@@ -317,6 +316,30 @@ async fn run(s: Arc<Shared>) {
                 _ = tokio::time::sleep(backoff) => {}
                 _ = stop.changed() => {}
             }
+        }
+    }
+}
+
+/// Rebuilds the topics of namespaces whose segments changed (each at most every
+/// `topic_interval_ms`, and every four times its last rebuild's duration), checking every poll.
+async fn build_topics(s: Arc<Shared>) {
+    let mut stop = s.stop.clone();
+    let poll = Duration::from_millis(s.parts.config.poll_interval_ms.max(10));
+    let mut backoff = poll;
+    while !*stop.borrow() {
+        match topics::rebuild_due(&s.parts, &s.owner, scope(&s).as_deref()).await {
+            Ok(n) => {
+                s.counters.rebuilds.fetch_add(n, Ordering::Relaxed);
+                backoff = poll;
+            }
+            Err(e) => {
+                record_error(&s, "rebuilding topics", &e);
+                backoff = (backoff * 2).min(Duration::from_secs(30));
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = stop.changed() => {}
         }
     }
 }

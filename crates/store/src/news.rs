@@ -173,9 +173,11 @@ impl IdleScan {
         }
     }
 
-    /// A look was made at `now`; `worked`: it found work (more may follow within `hot`).
+    /// A look was made at `now`; `worked`: it found work, so the next look is at once (a
+    /// backlog is read round after round, however long a round's other duties took), and looks
+    /// go on for `hot` after it (more may become due).
     pub fn looked(&mut self, now: Instant, worked: bool) {
-        self.next = Some(now + jittered(self.every));
+        self.next = if worked { None } else { Some(now + jittered(self.every)) };
         if worked {
             self.hot_until = Some(now + self.hot);
         }
@@ -259,6 +261,21 @@ mod tests {
         assert_eq!(s.due(t0 + Duration::from_secs(4)), Look::No);
         s.force();
         assert_eq!(s.due(t0 + Duration::from_secs(4)), Look::Full);
+    }
+
+    #[test]
+    fn a_round_that_found_work_is_followed_by_a_look_however_long_it_took() {
+        // The memory worker rebuilds topics after a round's jobs; when that outlasted the hot
+        // spell, the backlog waited for the periodic look, 10 s later.
+        let (_tx, mut s) = scan();
+        let t0 = Instant::now();
+        assert_eq!(s.due(t0), Look::Full);
+        let t1 = t0 + HOT * 3;
+        s.looked(t1, true);
+        let t2 = t1 + HOT * 3;
+        assert_eq!(s.due(t2), Look::Full, "work found: look again at once");
+        s.looked(t2, false);
+        assert_eq!(s.due(t2 + HOT), Look::No, "nothing found since: back to the periodic look");
     }
 
     #[test]
