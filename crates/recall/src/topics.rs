@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use memex_memory::SummaryConfig;
-use memex_memory::summary::{TopicSource, describe_topic, summarize_topic};
+use memex_memory::summary::{TopicSource, TopicTerms, describe_topic, summarize_topic};
 use memex_memory::topics::{SegmentTags, build_topics, distinct_tags};
 use memex_memory::{Summary, SummaryLine};
 use memex_tokens::TokenCounter;
@@ -266,8 +266,9 @@ fn topic_records(
     cfg: &SummaryConfig,
     counter: &dyn TokenCounter,
 ) -> Vec<serde_json::Value> {
+    let mut terms = TopicTerms::new();
     let sources: HashMap<Uuid, TopicSource> =
-        summaries.iter().map(|(id, s)| (*id, TopicSource::new(s, counter))).collect();
+        summaries.iter().map(|(id, s)| (*id, TopicSource::new(s, counter, &mut terms))).collect();
     let mut records: Vec<serde_json::Value> = Vec::with_capacity(changed.len());
     for (ti, hash) in changed {
         let t = &topics[*ti];
@@ -282,7 +283,7 @@ fn topic_records(
                 sessions.push(rows[i].session_id);
             }
         }
-        let (summary, owners) = summarize_topic(&t.tag, &sums, cfg, counter);
+        let (summary, owners) = summarize_topic(&t.tag, &sums, &mut terms, cfg, counter);
         let lines: Vec<TopicLine> = summary
             .lines
             .iter()
