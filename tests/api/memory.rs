@@ -719,6 +719,45 @@ async fn a_backlog_is_read_round_after_round_not_at_each_periodic_look() {
     }
 }
 
+/// A backlog's supersession reads the fact keywords by index-only scans, slow until the table's
+/// pages are marked visible: the worker vacuums it once it has written `vacuum_every_facts`
+/// facts rather than wait for autovacuum's first visit (a minute).
+#[tokio::test]
+async fn the_worker_vacuums_the_fact_keywords_it_wrote() {
+    let Some(srv) = TestServer::start_with(|c| {
+        memory_on(c);
+        c.memory.vacuum_every_facts = 1;
+    })
+    .await
+    else {
+        return;
+    };
+    let vacuums = || async {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT COALESCE(sum(vacuum_count), 0)::int8 FROM pg_stat_user_tables WHERE relname = 'memory_fact_keywords'",
+        )
+        .fetch_one(srv.store.pool())
+        .await
+        .unwrap();
+        n
+    };
+    let before = vacuums().await;
+    let f = crate::fixture(&srv, "vacuum").await;
+    append(&f.c, &f.ns, &f.session, session_events()).await;
+    let ns = srv.store.namespace("vacuum").await.unwrap().id;
+    read_to(&srv.store, ns, f.session.parse().unwrap(), session_events().len() as i64).await;
+    // Cumulative statistics reach the view within a second or so of the vacuum.
+    let mut after = before;
+    for _ in 0..100 {
+        after = vacuums().await;
+        if after > before {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(after > before, "no vacuum of memory_fact_keywords after the worker wrote facts");
+}
+
 /// Waits until the memory worker has read the session up to `seq` (10 s at most).
 async fn read_to(store: &memex_store::Store, ns: uuid::Uuid, session: uuid::Uuid, seq: i64) {
     for _ in 0..500 {
