@@ -164,14 +164,21 @@ pub(crate) async fn link_supersession(
                     mine = Some(j);
                 }
             }
-            set_link(tx, ns, rows[me].id, mine.map(|j| (rows[j].id, rows[j].when_time))).await?;
+            // Most new facts stay the latest: their row already says so, and an update that
+            // writes what is there is a round trip under the speaker's lock for nothing.
+            if rows[me].superseded_by != mine.map(|j| rows[j].id) {
+                set_link(tx, ns, rows[me].id, mine.map(|j| (rows[j].id, rows[j].when_time))).await?;
+            }
             // Earlier facts it restates, unless something earlier than it already did.
             let me_order = rows[me].order();
             for (j, older) in placed.iter().enumerate() {
                 if j == me || !placed[me].is_after(older) || !restates(older, &placed[me]) {
                     continue;
                 }
-                if sup[j].is_none_or(|c| me_order < c) && verify(facts[j].clone(), facts[me].clone()).await {
+                if rows[j].superseded_by != Some(rows[me].id)
+                    && sup[j].is_none_or(|c| me_order < c)
+                    && verify(facts[j].clone(), facts[me].clone()).await
+                {
                     set_link(tx, ns, rows[j].id, Some((rows[me].id, rows[me].when_time))).await?;
                 }
             }

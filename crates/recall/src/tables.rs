@@ -311,8 +311,8 @@ pub async fn write_job(
         new_segments += i64::from(upsert_segment(&mut tx, ns, session, s).await?);
     }
     let placed_new = insert_facts(&mut tx, ns, session, &adv.facts, source).await?;
-    crate::supersession::link_supersession(&mut tx, ns, session, &placed_new, verify).await?;
-    // The facts each written segment holds (a topic's count is the sum over its segments).
+    // The facts each written segment holds (a topic's count is the sum over its segments):
+    // before the links, which hold locks other jobs wait for until this transaction ends.
     for s in &adv.segments {
         sqlx::query(
             "UPDATE memory_segments SET facts = (SELECT count(*) FROM memory_facts f
@@ -326,6 +326,7 @@ pub async fn write_job(
         .execute(&mut *tx)
         .await?;
     }
+    crate::supersession::link_supersession(&mut tx, ns, session, &placed_new, verify).await?;
     let state = serde_json::to_value(&adv.progress.extractor)?;
     // The progress row is locked first so the events-read count moves by exactly what this
     // commit moves `fact_seq` (a job whose lease ran out may commit after another).

@@ -43,7 +43,7 @@ pub struct MemoryProgress {
     pub facts: u64,
     pub segments_written: u64,
     pub topic_rebuilds: u64,
-    /// Times it vacuumed the fact keywords (`vacuum_every_facts`).
+    /// Times it vacuumed the facts and their keywords (`vacuum_every_facts`).
     pub vacuums: u64,
     /// Sessions read to their last event whose line maps the worker stored (`FullView::prepare`).
     pub line_maps_stored: u64,
@@ -326,14 +326,14 @@ async fn run(s: Arc<Shared>) {
 
 /// Rebuilds the topics of namespaces whose segments changed (each at most every
 /// `topic_interval_ms`, and every four times its last rebuild's duration), checking every poll;
-/// and keeps the fact keywords vacuumed while facts pour in ([`vacuum_keywords`]).
+/// and keeps the facts vacuumed while they pour in ([`vacuum_facts`]).
 async fn build_topics(s: Arc<Shared>) {
     let mut stop = s.stop.clone();
     let poll = Duration::from_millis(s.parts.config.poll_interval_ms.max(10));
     let mut backoff = poll;
     let mut vacuumed: (u64, Option<Instant>) = (0, None);
     while !*stop.borrow() {
-        vacuum_keywords(&s, &mut vacuumed).await;
+        vacuum_facts(&s, &mut vacuumed).await;
         match topics::rebuild_due(&s.parts, &s.owner, scope(&s).as_deref()).await {
             Ok(n) => {
                 s.counters.rebuilds.fetch_add(n, Ordering::Relaxed);
@@ -351,27 +351,33 @@ async fn build_topics(s: Arc<Shared>) {
     }
 }
 
-/// Least time between two vacuums of the fact keywords.
+/// Least time between two vacuums of the facts.
 const VACUUM_EVERY: Duration = Duration::from_secs(10);
 
-/// Vacuums `memory_fact_keywords` once `vacuum_every_facts` facts were written since the last
-/// time (`last`: facts then, and when). A backlog's supersession reads it by index-only scans,
-/// which read the table for every entry on a page not marked all-visible: before autovacuum's
-/// first visit, 10,000 heap fetches made a candidates read take 20 ms instead of 1, under the
-/// lock that orders a speaker's facts, and the worker read 1,000 events/s instead of 2,200. A
-/// role that may not vacuum it gets a warning from Postgres and the worker goes on.
-async fn vacuum_keywords(s: &Shared, last: &mut (u64, Option<Instant>)) {
+/// Vacuums and analyzes the facts and their keywords once `vacuum_every_facts` facts were
+/// written since the last time (`last`: facts then, and when). A backlog relinks nearly every
+/// fact it writes (an update each, never HOT: the links are indexed), and its reads then walk
+/// dead versions (`heap_hot_search_buffer`, `_bt_killitems` in the profile) and make a heap
+/// fetch per keyword entry on pages not yet marked visible: a candidates read took 20 ms
+/// instead of 1, a fact insert 124 ms, under the lock that orders a speaker's facts. Autovacuum
+/// first visits a new database up to a minute later, and until then the worker read 300-600
+/// events/s instead of 2,200; the planner had no statistics either. A role that may not vacuum
+/// gets a warning from Postgres and the worker goes on.
+async fn vacuum_facts(s: &Shared, last: &mut (u64, Option<Instant>)) {
     let every = s.parts.config.vacuum_every_facts;
     let facts = s.counters.facts.load(Ordering::Relaxed);
     if every == 0 || facts < last.0 + every || last.1.is_some_and(|t| t.elapsed() < VACUUM_EVERY) {
         return;
     }
     *last = (facts, Some(Instant::now()));
-    match sqlx::query("VACUUM (SKIP_LOCKED) memory_fact_keywords").execute(s.parts.store.pool()).await {
+    match sqlx::query("VACUUM (SKIP_LOCKED, ANALYZE) memory_facts, memory_fact_keywords")
+        .execute(s.parts.store.pool())
+        .await
+    {
         Ok(_) => {
             s.counters.vacuums.fetch_add(1, Ordering::Relaxed);
         }
-        Err(e) => record_error(s, "vacuuming the fact keywords", &e.into()),
+        Err(e) => record_error(s, "vacuuming the facts", &e.into()),
     }
 }
 
