@@ -220,10 +220,15 @@ impl Ord for OrdF64 {
     }
 }
 
-fn finish(chosen: Vec<Unit>, counter: &dyn TokenCounter) -> Summary {
-    let lines: Vec<SummaryLine> = chosen.into_iter().map(|u| SummaryLine { seq: u.seq, text: u.text }).collect();
+/// The chosen lines as a summary of at most `target` tokens: joining lines can add a token or
+/// two over their sum, so lines are dropped from the end until it fits (one is always kept).
+fn finish(lines: Vec<SummaryLine>, target: usize, counter: &dyn TokenCounter) -> Summary {
     let mut s = Summary { lines, tokens: 0 };
     s.tokens = counter.count(&s.render());
+    while s.tokens > target && s.lines.len() > 1 {
+        s.lines.pop();
+        s.tokens = counter.count(&s.render());
+    }
     s
 }
 
@@ -238,13 +243,8 @@ pub fn summarize_segment(
     let target = target_tokens(segment_tokens, cfg).max(1);
     let units = units(turns, counter);
     let first_user = units.iter().position(|u| u.text.starts_with("[user]"));
-    let mut summary = finish(choose(units, target, first_user), counter);
-    // Joining lines can add a token or two over the sum; drop from the end until it fits.
-    while summary.tokens > target && summary.lines.len() > 1 {
-        summary.lines.pop();
-        summary.tokens = counter.count(&summary.render());
-    }
-    summary
+    let chosen = choose(units, target, first_user);
+    finish(chosen.into_iter().map(|u| SummaryLine { seq: u.seq, text: u.text }).collect(), target, counter)
 }
 
 /// The terms of one topic rebuild's segment summaries, interned once for all its topics, and
@@ -355,13 +355,7 @@ pub fn summarize_topic(
             segments[si].lines[li].0.clone()
         })
         .collect();
-    let mut s = Summary { lines, tokens: 0 };
-    s.tokens = counter.count(&s.render());
-    while s.tokens > cfg.topic_tokens && s.lines.len() > 1 {
-        s.lines.pop();
-        s.tokens = counter.count(&s.render());
-    }
-    (s, owners)
+    (finish(lines, cfg.topic_tokens, counter), owners)
 }
 
 /// A topic's description: where it occurs, then its summary's first lines, in at most

@@ -121,7 +121,7 @@ impl MemoryWorker {
         // seconds, and the jobs waited for it.
         let tasks = vec![
             tokio::spawn(tenant::scope(Tenant::All, run(shared.clone()))),
-            tokio::spawn(tenant::scope(Tenant::All, build_topics(shared.clone()))),
+            tokio::spawn(tenant::scope(Tenant::All, upkeep(shared.clone()))),
         ];
         tracing::info!(interpreter = shared.parts.interpreter.name(), "memory worker started");
         MemoryWorker { shared, stop, tasks }
@@ -299,7 +299,7 @@ async fn run(s: Arc<Shared>) {
                 }
                 Err(e) => {
                     record_error(&s, "measuring the backlog", &e);
-                    backoff = (backoff * 2).min(Duration::from_secs(30));
+                    backoff = longer(backoff);
                 }
             }
         }
@@ -327,7 +327,7 @@ async fn run(s: Arc<Shared>) {
 /// Rebuilds the topics of namespaces whose segments changed (each at most every
 /// `topic_interval_ms`, and every four times its last rebuild's duration), checking every poll;
 /// and keeps the facts vacuumed while they pour in ([`vacuum_facts`]).
-async fn build_topics(s: Arc<Shared>) {
+async fn upkeep(s: Arc<Shared>) {
     let mut stop = s.stop.clone();
     let poll = Duration::from_millis(s.parts.config.poll_interval_ms.max(10));
     let mut backoff = poll;
@@ -341,7 +341,7 @@ async fn build_topics(s: Arc<Shared>) {
             }
             Err(e) => {
                 record_error(&s, "rebuilding topics", &e);
-                backoff = (backoff * 2).min(Duration::from_secs(30));
+                backoff = longer(backoff);
             }
         }
         tokio::select! {
@@ -349,6 +349,11 @@ async fn build_topics(s: Arc<Shared>) {
             _ = stop.changed() => {}
         }
     }
+}
+
+/// The pause after a failed statement, doubled up to 30 s.
+fn longer(backoff: Duration) -> Duration {
+    (backoff * 2).min(Duration::from_secs(30))
 }
 
 /// Least time between two vacuums of the facts.

@@ -177,9 +177,11 @@ impl IdleScan {
     /// backlog is read round after round, however long a round's other duties took), and looks
     /// go on for `hot` after it (more may become due).
     pub fn looked(&mut self, now: Instant, worked: bool) {
-        self.next = if worked { None } else { Some(now + jittered(self.every)) };
         if worked {
+            self.next = None;
             self.hot_until = Some(now + self.hot);
+        } else {
+            self.next = Some(now + jittered(self.every));
         }
     }
 
