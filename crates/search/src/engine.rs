@@ -38,6 +38,8 @@ struct Ranking {
 
 /// A query's vector, and the model it is of.
 type QueryVector = (ModelInfo, Arc<Vec<f32>>);
+/// A k-NN's answer: the query vector it used (none: no vectors), and its events by similarity.
+type Nearest = (Option<QueryVector>, Vec<(Uuid, f32)>);
 
 /// This replica's search state. Cheap to share (`Arc`); namespaces' indexes open on first use.
 pub struct SearchIndex {
@@ -253,19 +255,36 @@ impl SearchIndex {
         let idx = self.namespace(ns).await?;
         // A query keeps what its catch-up indexes fresh, and never waits for a commit; unless the
         // fresh parts cannot score it (another context weight): then it commits them first.
-        let fresh = crate::fresh::parts_answer(req.context_weight) || req.bm25_weight == 0.0;
-        self.catch_up_index(&idx, sessions, sessions.and(req.heads.as_deref()), fresh)
-            .instrument(tracing::debug_span!("index.catch_up"))
-            .await?;
-        self.commit_if_due(&idx)?;
-
-        // One point-in-time searcher for the whole query: a concurrent catch-up may reload the
-        // reader, and chunk addresses do not survive a reload. With it, the fresh parts.
-        let (searcher, fresh) = idx.snapshot()?;
-        // The query's vector is computed (or found cached), and its k-NN run in Postgres, while
-        // BM25 runs. A k-NN past `knn_timeout` is cancelled by Postgres: the answer goes on with
-        // BM25 alone and says so (`vectors_used`), as when the vector itself is late.
+        let keep_fresh = crate::fresh::parts_answer(req.context_weight) || req.bm25_weight == 0.0;
         let wants_vectors = (self.embedder.is_some() || self.fast.is_some()) && req.vector_weight > 0.0;
+        let catch_up = || async {
+            self.catch_up_index(&idx, sessions, sessions.and(req.heads.as_deref()), keep_fresh)
+                .instrument(tracing::debug_span!("index.catch_up"))
+                .await?;
+            self.commit_if_due(&idx)
+        };
+        // Unless it is narrowed to a few sessions, the k-NN chooses exact search by the index's
+        // size, which a small (or new) index knows only after its catch-up: it waits for it. A
+        // large one only grows by it.
+        let small_index =
+            wants_vectors && !req.filter.names_few_sessions() && idx.num_docs() <= self.opts.exact_knn_max;
+        if small_index {
+            catch_up().await?;
+        }
+        let text = async {
+            if !small_index {
+                catch_up().await?;
+            }
+            // One point-in-time searcher for the whole query: a concurrent catch-up may reload
+            // the reader, and chunk addresses do not survive a reload. With it, the fresh parts.
+            let (searcher, fresh) = idx.snapshot()?;
+            let bm25 = self.bm25_list(&idx, (&searcher, &fresh), req, wants_vectors).await?;
+            Ok::<_, IndexError>((searcher, fresh, bm25))
+        };
+        // The query's vector is computed (or found cached), and its k-NN run in Postgres, while
+        // the text index catches up (a large one) and BM25 runs: the vectors are Postgres's,
+        // which the index's catch-up does not touch. A k-NN past `knn_timeout` is cancelled by Postgres: the answer
+        // goes on with BM25 alone and says so (`vectors_used`), as when the vector itself is late.
         let vectors = async {
             if !wants_vectors {
                 return Ok((None, Vec::new()));
@@ -289,9 +308,8 @@ impl SearchIndex {
                 Err(e) => Err(e),
             }
         };
-        let (bm25, vectors) = tokio::join!(self.bm25_list(&idx, (&searcher, &fresh), req, wants_vectors), vectors);
-        let (best_chunk, mut bm25_items) = bm25?;
-        let (query_vector, vector_items): (Option<QueryVector>, Vec<(Uuid, f32)>) = vectors?;
+        let (text, (query_vector, vector_items)): (_, Nearest) = tokio::try_join!(text, vectors)?;
+        let (searcher, fresh, (best_chunk, mut bm25_items)) = text;
         let vectors_used = query_vector.is_some();
         let embedder = query_vector.as_ref().map(|(model, _)| model);
 

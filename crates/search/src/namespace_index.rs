@@ -14,10 +14,12 @@ use tantivy::schema::{IndexRecordOption, Value};
 use tantivy::{DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term};
 use uuid::Uuid;
 
-use crate::collect::{StatsCache, top_scored};
+use crate::collect::{StatsCache, TimeSplit, top_scored};
 use crate::doc::DocSpec;
 use crate::fresh::{Combined, Fresh, Part, PartQuery};
-use crate::schema::{ANALYZER, BODY_CONTEXT_WEIGHT, Fields, SCHEMA_VERSION, Tag, analyzer, schema, tag_text};
+use crate::schema::{
+    ANALYZER, BODY_CONTEXT_WEIGHT, Fields, SCHEMA_VERSION, TIME_FIELD, Tag, analyzer, schema, tag_text,
+};
 use memex_pointer::LineRange;
 
 use crate::{IndexError, SearchFilter};
@@ -428,7 +430,22 @@ impl NamespaceIndex {
         let cached = self.stats.of(searcher);
         let combined = Combined::new(&cached, fresh);
         let stats: &dyn Bm25StatisticsProvider = if fresh.is_empty() { &cached } else { &combined };
-        let mut hits = self.top_hits(searcher, stats, &query, limit, sessions.as_deref())?;
+        // A time range alone: segments wholly inside it are searched without it (`TimeSplit`).
+        let text = match filter.time_micros() {
+            Some(range) if filter.tag_clauses().is_empty() => {
+                let all = SearchFilter { time: crate::TimeRange::default(), ..filter.clone() };
+                Some((self.query(terms, &all, context_boost), range))
+            }
+            _ => None,
+        };
+        let split = text.as_ref().map(|(text, (from, to))| TimeSplit {
+            text,
+            field: TIME_FIELD,
+            from: *from,
+            to: *to,
+            bonus: TIME_CLAUSE_SCORE,
+        });
+        let mut hits = self.top_hits(searcher, stats, &query, limit, sessions.as_deref(), split.as_ref())?;
         if !fresh.is_empty() {
             let q = PartQuery::new(&self.fields, terms, filter, stats)?;
             for (i, part) in fresh.iter().enumerate() {
@@ -449,10 +466,11 @@ impl NamespaceIndex {
         query: &BooleanQuery,
         limit: usize,
         sessions: Option<&[Term]>,
+        split: Option<&TimeSplit>,
     ) -> Result<Vec<ChunkHit>, IndexError> {
         let mut n = limit;
         let top = loop {
-            let top = top_scored(searcher, stats, query, n, sessions)?;
+            let top = top_scored(searcher, stats, query, n, sessions, split)?;
             let cut = top.get(limit - 1).map(|t| stable_score(t.0));
             let complete = top.len() < n || n >= 1 << 20 || top.last().map(|t| stable_score(t.0)) < cut;
             if complete {
@@ -528,7 +546,7 @@ impl NamespaceIndex {
             // scorer, which a boolean query drops from its intersection, score and all, and a
             // document's score then depended on the segment it sat in.
             let range = RangeQuery::new(bound(from), bound(to));
-            clauses.push((Occur::Must, Box::new(ConstScoreQuery::new(Box::new(range), 1.0))));
+            clauses.push((Occur::Must, Box::new(ConstScoreQuery::new(Box::new(range), TIME_CLAUSE_SCORE))));
         }
         BooleanQuery::new(clauses)
     }
@@ -604,6 +622,10 @@ impl NamespaceIndex {
 pub(crate) fn stable_score(s: f32) -> f32 {
     f32::from_bits((s.to_bits() + 0x100) & !0x1FF)
 }
+
+/// What a query's time range adds to each score: 1.0, as every filter clause does (a fresh part
+/// scores alike).
+const TIME_CLAUSE_SCORE: f32 = 1.0;
 
 /// Each of `terms` once, sorted: the order a query's clauses (and so its scores' sums) take.
 pub(crate) fn distinct_terms(terms: &[String]) -> Vec<&String> {

@@ -8,6 +8,9 @@ use tantivy::tokenizer::{LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer,
 /// Version of the documents' shape and analysis; stored beside each index.
 pub const SCHEMA_VERSION: u32 = 4;
 
+/// The name of `Fields::time`: fast-field readers look it up by name.
+pub(crate) const TIME_FIELD: &str = "time";
+
 /// The context weight `body` is indexed for: a query at this weight walks one postings list per
 /// term. A document's `body` holds its own text twice and its context once, so a term's frequency
 /// there is twice (own + 0.5 · context) and its length twice (own + 0.5 · context): BM25F, the
@@ -124,7 +127,7 @@ fn build() -> (Schema, Fields) {
         chunk: b.add_u64_field("chunk", STORED),
         tags: b.add_text_field("tags", STRING),
         tool: b.add_text_field("tool", STORED),
-        time: b.add_i64_field("time", time_options),
+        time: b.add_i64_field(TIME_FIELD, time_options),
         first_line: b.add_u64_field("first_line", STORED),
         last_line: b.add_u64_field("last_line", STORED),
         chunk_first_line: b.add_u64_field("chunk_first_line", STORED),
