@@ -87,27 +87,51 @@ pub(crate) struct SegRow {
     pub turns: i32,
     pub tags: Vec<String>,
     pub primary_tag: Option<String>,
-    pub summary: serde_json::Value,
+    /// Decoded straight from the column's JSON, without a `serde_json::Value` between: a reader
+    /// answer reads tens of these.
+    pub summary: sqlx::types::Json<Summary>,
     pub summary_text: String,
     pub summary_tokens: i32,
     pub group_seq: i64,
     pub closed: bool,
 }
 
+/// Where a segment lies: all FindQuote needs to place its hits and choose its quotes.
+#[derive(sqlx::FromRow, Clone, Copy)]
+pub(crate) struct SegSpan {
+    pub id: Uuid,
+    pub session_id: Uuid,
+    pub first_seq: i64,
+    pub last_seq: i64,
+    pub start_time: DateTime<Utc>,
+    pub end_time: DateTime<Utc>,
+}
+
 pub(crate) const SEG_COLUMNS: &str = "s.id, s.session_id, s.first_seq, s.last_seq, s.start_time, s.end_time, s.turns, s.tags, \
      s.primary_tag, s.summary, s.summary_text, s.summary_tokens, s.group_seq, s.closed";
 
 impl SegRow {
-    pub(crate) fn want(&self, p: &mut PointerBatch) -> Result<Summary, RecallError> {
+    /// Asks `p` for the pointers of the segment and its summary's lines.
+    pub(crate) fn want(&self, p: &mut PointerBatch) {
         p.want_span(self.session_id, self.first_seq as u64, self.last_seq as u64);
-        let summary: Summary = serde_json::from_value(self.summary.clone())?;
-        for l in &summary.lines {
+        for l in &self.summary.lines {
             p.want(self.session_id, l.seq);
         }
-        Ok(summary)
     }
 
-    pub(crate) fn view(&self, summary: &Summary, p: &PointerBatch) -> SegmentView {
+    fn span(&self) -> SegSpan {
+        SegSpan {
+            id: self.id,
+            session_id: self.session_id,
+            first_seq: self.first_seq,
+            last_seq: self.last_seq,
+            start_time: self.start_time,
+            end_time: self.end_time,
+        }
+    }
+
+    pub(crate) fn view(&self, p: &PointerBatch) -> SegmentView {
+        let summary = &self.summary.0;
         SegmentView {
             id: self.id,
             session: self.session_id,
@@ -171,45 +195,51 @@ impl Memory {
             }
             None => (Vec::new(), false, Some(self.scan_segments(ns, req, over).await?)),
         };
-        // The segments the hits fall in.
-        let rows: Vec<SegRow> = match scanned {
-            Some(rows) => rows,
+        // Where the hits fall: the segments' spans only. Several hits fall in one segment, and
+        // most segments found are not quoted (one quote per segment, `limit` at most): their
+        // summaries are read for the chosen ones alone.
+        let mut full: HashMap<Uuid, SegRow> = HashMap::new();
+        let spans: Vec<SegSpan> = match scanned {
+            Some(rows) => {
+                let spans = rows.iter().map(SegRow::span).collect();
+                full.extend(rows.into_iter().map(|r| (r.id, r)));
+                spans
+            }
             None => {
                 let sessions: Vec<Uuid> = hits.iter().map(|h| h.session).collect();
                 let seqs: Vec<i64> = hits.iter().map(|h| h.seq as i64).collect();
-                // Several hits fall in one segment: deduplicated here, since DISTINCT in SQL
-                // compares whole rows, summaries and all.
-                let mut rows: Vec<SegRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                    "SELECT {SEG_COLUMNS} FROM memory_segments s
+                let mut spans: Vec<SegSpan> = sqlx::query_as(
+                    "SELECT DISTINCT s.id, s.session_id, s.first_seq, s.last_seq, s.start_time, s.end_time
+                     FROM memory_segments s
                      JOIN unnest($2::uuid[], $3::int8[]) AS h(sid, seq) ON s.session_id = h.sid AND h.seq BETWEEN s.first_seq AND s.last_seq
-                     WHERE s.namespace_id = $1"
-                )))
+                     WHERE s.namespace_id = $1",
+                )
                 .bind(ns)
                 .bind(&sessions)
                 .bind(&seqs)
                 .fetch_all(pool)
                 .await?;
-                rows.sort_by_key(|r| r.id);
-                rows.dedup_by_key(|r| r.id);
-                rows
+                spans.sort_by_key(|r| r.id);
+                spans
             }
         };
         let by_span = |session: Uuid, seq: u64| {
-            rows.iter().find(|r| r.session_id == session && (r.first_seq as u64) <= seq && seq <= r.last_seq as u64)
+            spans.iter().find(|r| r.session_id == session && (r.first_seq as u64) <= seq && seq <= r.last_seq as u64)
         };
         // One quote per segment, at its best hit; a hit outside any segment (not read yet) is a
         // quote of its own. Without an index, each scanned segment is its own hit.
-        let mut picked: Vec<(Option<&SegRow>, SearchHit)> = Vec::new();
+        let mut picked: Vec<(Option<&SegSpan>, SearchHit)> = Vec::new();
         let mut seen = BTreeSet::new();
         let mut already = 0u32;
         let candidates: Vec<SearchHit> = if hits.is_empty() {
-            rows.iter()
+            spans
+                .iter()
                 .map(|r| SearchHit {
                     session: r.session_id,
                     seq: r.first_seq as u64,
                     kind: "segment".into(),
                     score: 0.0,
-                    text: r.summary_text.clone(),
+                    text: full.get(&r.id).map(|f| f.summary_text.clone()).unwrap_or_default(),
                     lines: None,
                 })
                 .collect()
@@ -243,17 +273,21 @@ impl Memory {
             }
         }
         // A segment quoted twice (said, and tool output) is read once.
-        let mut segs: Vec<&SegRow> = Vec::new();
+        let mut segs: Vec<SegSpan> = Vec::new();
         for s in picked.iter().filter_map(|(s, _)| *s) {
             if !segs.iter().any(|x| x.id == s.id) {
-                segs.push(s);
+                segs.push(*s);
             }
         }
-        let facts = self.facts_of_segments(ns, &segs).await?;
+        // The chosen segments' rows and their facts, at once.
+        let missing: Vec<Uuid> = segs.iter().map(|s| s.id).filter(|id| !full.contains_key(id)).collect();
+        let (rows, facts) = tokio::try_join!(self.segment_rows(ns, &missing), self.facts_of_segments(ns, &segs))?;
+        full.extend(rows.into_iter().map(|r| (r.id, r)));
         let mut p = PointerBatch::default();
-        let mut summaries = HashMap::new();
         for s in &segs {
-            summaries.insert(s.id, s.want(&mut p)?);
+            if let Some(r) = full.get(&s.id) {
+                r.want(&mut p);
+            }
         }
         for (_, h) in &picked {
             p.want(h.session, h.seq);
@@ -278,7 +312,8 @@ impl Memory {
                 None => p.one(h.session, h.seq),
             };
             quotes.push(Quote {
-                segment: seg.map(|s| s.view(&summaries[&s.id], &p)),
+                // A segment deleted between the two reads (a forgotten session) quotes no segment.
+                segment: seg.and_then(|s| full.get(&s.id)).map(|s| s.view(&p)),
                 match_type: if h.kind == "tool_result" || h.kind == "tool_error" { "tool_output" } else { "segment" },
                 excerpt: excerpt(&h.text),
                 hit_pointer,
@@ -321,11 +356,25 @@ impl Memory {
         Ok(order.into_iter().filter_map(|i| rows[i].take()).collect())
     }
 
+    /// The full rows of segments `ids` (those still there).
+    async fn segment_rows(&self, ns: Uuid, ids: &[Uuid]) -> Result<Vec<SegRow>, RecallError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {SEG_COLUMNS} FROM memory_segments s WHERE s.namespace_id = $1 AND s.id = ANY($2)"
+        )))
+        .bind(ns)
+        .bind(ids)
+        .fetch_all(self.store.pool())
+        .await?)
+    }
+
     /// Facts read from each segment, the current ones first.
     pub(crate) async fn facts_of_segments(
         &self,
         ns: Uuid,
-        segs: &[&SegRow],
+        segs: &[SegSpan],
     ) -> Result<HashMap<Uuid, Vec<FactView>>, RecallError> {
         if segs.is_empty() {
             return Ok(HashMap::new());

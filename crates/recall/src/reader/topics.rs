@@ -190,9 +190,8 @@ impl Memory {
             Depth::Summary => (Vec::new(), 0),
             _ => self.topic_segments(ns, &row, self.config.topic_segments).await?,
         };
-        let mut summaries = Vec::with_capacity(segs.len());
         for s in &segs {
-            summaries.push(s.want(&mut p)?);
+            s.want(&mut p);
         }
         p.resolve(ns, self.view.as_ref()).await?;
         let topic = row.view(&lines, &p);
@@ -205,8 +204,8 @@ impl Memory {
         let mut used = self.count(&text);
         let mut shown: Vec<SegmentView> = Vec::new();
         if depth != Depth::Summary {
-            for (s, summary) in segs.iter().zip(&summaries) {
-                let view = s.view(summary, &p);
+            for s in &segs {
+                let view = s.view(&p);
                 let body = match depth {
                     Depth::Segments => {
                         let mut b = String::new();
