@@ -57,11 +57,18 @@ pub struct MemoryArgs {
     /// Seconds each tool is measured.
     #[arg(long, default_value_t = 20.0)]
     pub seconds: f64,
+    /// Seconds of unrecorded load before each tool is measured (other topics and subjects).
+    #[arg(long, default_value_t = 5.0)]
+    pub warmup: f64,
     /// Measure the reader tools at once over what memory holds, the worker still reading its
     /// backlog beside them (the default waits until the corpus is read and the topics current).
     #[arg(long)]
     pub under_backlog: bool,
 }
+
+/// Where the warm-up's request numbers start: far from the measured ones, so that the topics and
+/// subjects it asks about are others.
+const WARMUP_OFFSET: usize = 7_919;
 
 pub async fn run(args: MemoryArgs) -> anyhow::Result<()> {
     let mut config = args.config.load()?;
@@ -834,7 +841,7 @@ async fn latency(args: &MemoryArgs, conn: &memex_client::Conn, store: &memex_sto
     {
         let (topics, subjects, ns) = (topics.clone(), subjects.clone(), ns.clone());
         let m = m.clone();
-        let r = open_loop(args.rate, args.seconds, move |i| {
+        let call = move |i: usize| {
             let mut m = m.clone();
             let ns = ns.clone();
             let topic = topics[i % topics.len()].clone();
@@ -858,7 +865,7 @@ async fn latency(args: &MemoryArgs, conn: &memex_client::Conn, store: &memex_sto
                         .expand_topic(pb::ExpandTopicRequest {
                             namespace: ns,
                             tag: topic,
-                            depth: if i % 2 == 0 { "summary" } else { "segments" }.into(),
+                            depth: if i.is_multiple_of(2) { "summary" } else { "segments" }.into(),
                             ..Default::default()
                         })
                         .await
@@ -881,8 +888,13 @@ async fn latency(args: &MemoryArgs, conn: &memex_client::Conn, store: &memex_sto
                     _ => m.get_memory_status(pb::GetMemoryStatusRequest { namespace: ns }).await.map(|_| ()),
                 }
             }
-        })
-        .await;
+        };
+        // Unrecorded, at the same rate, over other topics and subjects: what a server that has
+        // been serving has warm (its connections, line maps, the index's pages).
+        if args.warmup > 0.0 {
+            open_loop(args.rate, args.warmup, |i| call(i + WARMUP_OFFSET)).await;
+        }
+        let r = open_loop(args.rate, args.seconds, &call).await;
         println!(
             "{tool:<14} {:>8.1} {:>9.2} {:>9.2} {:>9.2} {:>7} {}",
             r.rate,
