@@ -51,6 +51,10 @@ impl TokenCounter for SharedCounter {
     fn count(&self, text: &str) -> usize {
         self.0.count(text)
     }
+
+    fn count_up_to(&self, text: &str, limit: usize) -> usize {
+        self.0.count_up_to(text, limit)
+    }
 }
 
 /// Forgets a namespace's derived memory so that the worker reads every session again from its

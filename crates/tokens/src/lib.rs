@@ -17,6 +17,12 @@ use std::str::FromStr;
 /// `&dyn TokenCounter` so adapters can put a cache in front of the tokenizer.
 pub trait TokenCounter: Send + Sync {
     fn count(&self, text: &str) -> usize;
+
+    /// `count(text)` when that is at most `limit`; otherwise some number above `limit`. For
+    /// "does it fit?": a counter may stop early.
+    fn count_up_to(&self, text: &str, _limit: usize) -> usize {
+        self.count(text)
+    }
 }
 
 /// A real tokenizer.
@@ -75,6 +81,12 @@ impl Tokenizer {
     /// texts are made of the same few thousand words, spaces and punctuation runs, and encoding
     /// each piece costs an encoder allocation.
     pub fn count(self, text: &str) -> usize {
+        self.count_up_to(text, usize::MAX)
+    }
+
+    /// [`Tokenizer::count`], stopped at the first piece that takes the total past `limit`: a
+    /// text's count is the sum of its pieces', so the answer is exact up to `limit`.
+    pub fn count_up_to(self, text: &str, limit: usize) -> usize {
         let bpe = self.bpe();
         let text = bpe.normalize(text);
         PIECES.with(|pieces| {
@@ -84,6 +96,9 @@ impl Tokenizer {
             for piece in bpe.split(text.as_str()) {
                 if piece.len() > MAX_CACHED_PIECE {
                     total += bpe.bpe.count(piece.as_bytes());
+                    if total > limit {
+                        return total;
+                    }
                     continue;
                 }
                 let n = match table.get(piece) {
@@ -98,6 +113,9 @@ impl Tokenizer {
                     }
                 };
                 total += n;
+                if total > limit {
+                    return total;
+                }
             }
             total
         })
@@ -134,6 +152,10 @@ impl Tokenizer {
 impl TokenCounter for Tokenizer {
     fn count(&self, text: &str) -> usize {
         Tokenizer::count(*self, text)
+    }
+
+    fn count_up_to(&self, text: &str, limit: usize) -> usize {
+        Tokenizer::count_up_to(*self, text, limit)
     }
 }
 
@@ -239,6 +261,25 @@ mod tests {
         for (text, o200k, cl100k) in cases {
             assert_eq!(Tokenizer::O200kBase.count(text), o200k, "{text:?}");
             assert_eq!(Tokenizer::Cl100kBase.count(text), cl100k, "{text:?}");
+        }
+    }
+
+    /// Up to its limit a bounded count is the count; past it, any number above the limit, and
+    /// it stopped early (fewer than the whole text's count).
+    #[test]
+    fn a_bounded_count_is_exact_up_to_its_limit() {
+        let text = "    def __init__(self, name, species):\n        self.name = name\n".repeat(20);
+        for t in [Tokenizer::O200kBase, Tokenizer::Cl100kBase] {
+            let full = t.count(&text);
+            for limit in [0, 1, 7, full / 2, full - 1, full, full + 1, usize::MAX] {
+                let n = t.count_up_to(&text, limit);
+                if full <= limit {
+                    assert_eq!(n, full, "limit {limit}");
+                } else {
+                    assert!(n > limit && n <= full, "limit {limit}: {n} of {full}");
+                }
+            }
+            assert!(t.count_up_to(&text, 10) < full / 2, "it stops near its limit");
         }
     }
 

@@ -222,7 +222,8 @@ impl Memory {
                     view.tags.iter().take(5).cloned().collect::<Vec<_>>().join(", "),
                     body
                 );
-                let n = self.count(&block);
+                // Most blocks of a large topic do not fit what is left: counting stops past it.
+                let n = self.counter.count_up_to(&block, budget.saturating_sub(used));
                 if used + n > budget {
                     omitted += 1;
                     continue;
