@@ -25,6 +25,10 @@ impl EventSearch for IndexQuotes {
             req.filter.session_ids = q.sessions.clone();
             req.filter.time = memex_search::TimeRange { from: q.from, to: q.to };
             req.with_text = true;
+            // FindQuote cites its chosen hits through its own pointer batch (with their chains),
+            // so the search need not place all of its hits in the full view: a chunk's stored
+            // lines (an imported trace's) still come with it.
+            req.with_lines = false;
             if self.0.embedder().is_none() && self.0.fast_tier().is_none() {
                 req.vector_weight = 0.0;
             }
