@@ -78,12 +78,8 @@ pub fn resolve_range(
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct SegRow {
-    pub id: Uuid,
-    pub session_id: Uuid,
-    pub first_seq: i64,
-    pub last_seq: i64,
-    pub start_time: DateTime<Utc>,
-    pub end_time: DateTime<Utc>,
+    #[sqlx(flatten)]
+    pub span: SegSpan,
     pub turns: i32,
     pub tags: Vec<String>,
     pub primary_tag: Option<String>,
@@ -113,33 +109,23 @@ pub(crate) const SEG_COLUMNS: &str = "s.id, s.session_id, s.first_seq, s.last_se
 impl SegRow {
     /// Asks `p` for the pointers of the segment and its summary's lines.
     pub(crate) fn want(&self, p: &mut PointerBatch) {
-        p.want_span(self.session_id, self.first_seq as u64, self.last_seq as u64);
+        let s = &self.span;
+        p.want_span(s.session_id, s.first_seq as u64, s.last_seq as u64);
         for l in &self.summary.lines {
-            p.want(self.session_id, l.seq);
-        }
-    }
-
-    fn span(&self) -> SegSpan {
-        SegSpan {
-            id: self.id,
-            session_id: self.session_id,
-            first_seq: self.first_seq,
-            last_seq: self.last_seq,
-            start_time: self.start_time,
-            end_time: self.end_time,
+            p.want(s.session_id, l.seq);
         }
     }
 
     pub(crate) fn view(&self, p: &PointerBatch) -> SegmentView {
-        let summary = &self.summary.0;
+        let (s, summary) = (&self.span, &self.summary.0);
         SegmentView {
-            id: self.id,
-            session: self.session_id,
-            first_seq: self.first_seq as u64,
-            last_seq: self.last_seq as u64,
-            pointer: p.span(self.session_id, self.first_seq as u64, self.last_seq as u64),
-            start: self.start_time,
-            end: self.end_time,
+            id: s.id,
+            session: s.session_id,
+            first_seq: s.first_seq as u64,
+            last_seq: s.last_seq as u64,
+            pointer: p.span(s.session_id, s.first_seq as u64, s.last_seq as u64),
+            start: s.start_time,
+            end: s.end_time,
             turns: self.turns.max(0) as u32,
             tags: self.tags.clone(),
             primary_tag: self.primary_tag.clone().unwrap_or_default(),
@@ -148,9 +134,9 @@ impl SegRow {
                 .iter()
                 .map(|l| LineView {
                     text: l.text.clone(),
-                    session: self.session_id,
+                    session: s.session_id,
                     seq: l.seq,
-                    pointer: p.one(self.session_id, l.seq),
+                    pointer: p.one(s.session_id, l.seq),
                 })
                 .collect(),
             summary_tokens: self.summary_tokens.max(0) as u32,
@@ -201,8 +187,8 @@ impl Memory {
         let mut full: HashMap<Uuid, SegRow> = HashMap::new();
         let spans: Vec<SegSpan> = match scanned {
             Some(rows) => {
-                let spans = rows.iter().map(SegRow::span).collect();
-                full.extend(rows.into_iter().map(|r| (r.id, r)));
+                let spans = rows.iter().map(|r| r.span).collect();
+                full.extend(rows.into_iter().map(|r| (r.span.id, r)));
                 spans
             }
             None => {
@@ -282,7 +268,7 @@ impl Memory {
         // The chosen segments' rows and their facts, at once.
         let missing: Vec<Uuid> = segs.iter().map(|s| s.id).filter(|id| !full.contains_key(id)).collect();
         let (rows, facts) = tokio::try_join!(self.segment_rows(ns, &missing), self.facts_of_segments(ns, &segs))?;
-        full.extend(rows.into_iter().map(|r| (r.id, r)));
+        full.extend(rows.into_iter().map(|r| (r.span.id, r)));
         let mut p = PointerBatch::default();
         for s in &segs {
             if let Some(r) = full.get(&s.id) {
@@ -350,7 +336,7 @@ impl Memory {
         let texts: Vec<&str> = rows.iter().map(|r| r.summary_text.as_str()).collect();
         let scores = memex_rank::bm25_scores(&req.query, &texts, memex_rank::Bm25Params::default());
         let mut order: Vec<usize> = (0..rows.len()).filter(|&i| scores[i] > 0.0).collect();
-        order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(rows[a].id.cmp(&rows[b].id)));
+        order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(rows[a].span.id.cmp(&rows[b].span.id)));
         order.truncate(limit);
         let mut rows: Vec<Option<SegRow>> = rows.into_iter().map(Some).collect();
         Ok(order.into_iter().filter_map(|i| rows[i].take()).collect())
