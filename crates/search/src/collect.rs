@@ -300,7 +300,7 @@ fn best_of(weight: &dyn Weight, segments: &[Seg], n: usize, bar: &Bar) -> tantiv
         let start = below(bar.threshold(own(&best)), bonus);
         let mut push = |doc: DocId, score: Score| {
             if !alive.is_some_and(|a| a.is_deleted(doc)) {
-                let score = if bonus == 0.0 { score } else { score + bonus };
+                let score = score + bonus;
                 best.push(Reverse(Scored { score, addr: DocAddress::new(ord, doc) }));
                 if best.len() > n {
                     best.pop();

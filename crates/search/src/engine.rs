@@ -266,13 +266,13 @@ impl SearchIndex {
         // Unless it is narrowed to a few sessions, the k-NN chooses exact search by the index's
         // size, which a small (or new) index knows only after its catch-up: it waits for it. A
         // large one only grows by it.
-        let small_index =
+        let catch_up_first =
             wants_vectors && !req.filter.names_few_sessions() && idx.num_docs() <= self.opts.exact_knn_max;
-        if small_index {
+        if catch_up_first {
             catch_up().await?;
         }
         let text = async {
-            if !small_index {
+            if !catch_up_first {
                 catch_up().await?;
             }
             // One point-in-time searcher for the whole query: a concurrent catch-up may reload
@@ -283,8 +283,9 @@ impl SearchIndex {
         };
         // The query's vector is computed (or found cached), and its k-NN run in Postgres, while
         // the text index catches up (a large one) and BM25 runs: the vectors are Postgres's,
-        // which the index's catch-up does not touch. A k-NN past `knn_timeout` is cancelled by Postgres: the answer
-        // goes on with BM25 alone and says so (`vectors_used`), as when the vector itself is late.
+        // which the index's catch-up does not touch. A k-NN past `knn_timeout` is cancelled by
+        // Postgres: the answer goes on with BM25 alone and says so (`vectors_used`), as when the
+        // vector itself is late.
         let vectors = async {
             if !wants_vectors {
                 return Ok((None, Vec::new()));

@@ -94,23 +94,17 @@ impl Tokenizer {
             let table = &mut pieces[self as usize];
             let mut total = 0usize;
             for piece in bpe.split(text.as_str()) {
-                if piece.len() > MAX_CACHED_PIECE {
-                    total += bpe.bpe.count(piece.as_bytes());
-                    if total > limit {
-                        return total;
+                let n = if piece.len() > MAX_CACHED_PIECE {
+                    bpe.bpe.count(piece.as_bytes())
+                } else if let Some(n) = table.get(piece) {
+                    *n as usize
+                } else {
+                    let n = bpe.bpe.count(piece.as_bytes());
+                    if table.len() >= MAX_CACHED_PIECES {
+                        table.clear();
                     }
-                    continue;
-                }
-                let n = match table.get(piece) {
-                    Some(n) => *n as usize,
-                    None => {
-                        let n = bpe.bpe.count(piece.as_bytes());
-                        if table.len() >= MAX_CACHED_PIECES {
-                            table.clear();
-                        }
-                        table.insert(piece.to_owned(), n as u32);
-                        n
-                    }
+                    table.insert(piece.to_owned(), n as u32);
+                    n
                 };
                 total += n;
                 if total > limit {
