@@ -363,11 +363,15 @@ async fn hybrid_search_finds_paraphrases_and_mmr_spreads_duplicates() {
     let dir = tmp("hy");
     let idx = index(&srv.store, &dir, Some(model));
 
-    // No word in common: BM25 finds nothing, the vectors find the cat.
-    let hits = idx.search(ns.id, &SearchRequest::new("cat sleeping carpet", 3)).await.unwrap().hits;
+    // No word in common: BM25 finds nothing, the vectors find the cat (with its text: a hit
+    // without a matching chunk shows the event's own content).
+    let mut cat = SearchRequest::new("cat sleeping carpet", 3);
+    cat.with_text = true;
+    let hits = idx.search(ns.id, &cat).await.unwrap().hits;
     assert_eq!(hits[0].event_id, ids[0]);
     assert_eq!((hits[0].score.bm25_rank, hits[0].score.vector_rank), (0, 1));
     assert!(hits[0].score.vector > 0.4);
+    assert_eq!(hits[0].text.as_deref(), Some("the feline rested on the rug all afternoon"));
 
     // Three near-identical notes: without MMR they fill the top 3; with MMR the rollback note gets in.
     let mut q = SearchRequest::new("database migration", 3);
@@ -376,6 +380,41 @@ async fn hybrid_search_finds_paraphrases_and_mmr_spreads_duplicates() {
     q.mmr_lambda = Some(0.5);
     let diverse: Vec<Uuid> = idx.search(ns.id, &q).await.unwrap().hits.iter().map(|h| h.event_id).collect();
     assert!(diverse.contains(&ids[5]), "{diverse:?}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A query over the whole namespace sees what was appended after one that found the index
+/// current (which lets the next run BM25 beside its check): it catches up and searches again.
+/// Hits show their matching chunk, not the head of a large output.
+#[tokio::test]
+async fn a_namespace_wide_query_after_a_quiet_one_still_sees_new_events() {
+    let srv = server_or_skip!();
+    let ns = srv.store.create_namespace("quiet").await.unwrap();
+    let mut f = fixture(&srv, "quiet").await;
+    let mut out: String = (0..400).map(|i| format!("line {i}: nothing to see here\n")).collect();
+    out.push_str("line 400: the needle zqneedle is here\n");
+    f.append(vec![ev("note", "zqfirst words"), call("c1"), result("c1", &out)]).await.unwrap();
+    let dir = tmp("quiet");
+    let idx = index(&srv.store, &dir, None);
+    let ask = |q: &str| {
+        let mut r = SearchRequest::new(q, 5);
+        r.vector_weight = 0.0;
+        r.with_text = true;
+        r
+    };
+    for word in ["zqalpha", "zqbeta", "zqgamma"] {
+        // The first finds the index behind (it was never caught up), the second finds it current.
+        for _ in 0..2 {
+            let hits = idx.search(ns.id, &ask("zqfirst")).await.unwrap().hits;
+            assert_eq!(hits[0].text.as_deref(), Some("zqfirst words"));
+        }
+        f.append(vec![ev("note", &format!("marker {word} here"))]).await.unwrap();
+        let hits = idx.search(ns.id, &ask(word)).await.unwrap().hits;
+        assert_eq!(hits.first().and_then(|h| h.text.as_deref()), Some(format!("marker {word} here").as_str()));
+    }
+    let hits = idx.search(ns.id, &ask("zqneedle")).await.unwrap().hits;
+    let text = hits[0].text.as_deref().unwrap_or_default();
+    assert!(text.contains("zqneedle") && !text.contains("line 0:"), "{text}");
     let _ = std::fs::remove_dir_all(dir);
 }
 

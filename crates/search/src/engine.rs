@@ -2,6 +2,7 @@
 //! over them and the shared vectors.
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use memex_embed::{Embedder, ModelInfo};
 use memex_event::{FieldError, NamespaceId, Seq, SessionId, role_of_kind};
@@ -258,9 +259,13 @@ impl SearchIndex {
         let keep_fresh = crate::fresh::parts_answer(req.context_weight) || req.bm25_weight == 0.0;
         let wants_vectors = (self.embedder.is_some() || self.fast.is_some()) && req.vector_weight > 0.0;
         let catch_up = || async {
-            self.catch_up_index(&idx, sessions, sessions.and(req.heads.as_deref()), keep_fresh)
+            let n = self
+                .catch_up_index(&idx, sessions, sessions.and(req.heads.as_deref()), keep_fresh)
                 .instrument(tracing::debug_span!("index.catch_up"))
                 .await?;
+            if sessions.is_none() {
+                idx.quiet.store(n == 0, Ordering::Relaxed);
+            }
             self.commit_if_due(&idx)
         };
         // Unless it is narrowed to a few sessions, the k-NN chooses exact search by the index's
@@ -272,6 +277,24 @@ impl SearchIndex {
             catch_up().await?;
         }
         let text = async {
+            // A namespace-wide query (FindQuote's, RememberWhen's) of a namespace whose last such
+            // check found nothing new: BM25 runs on the index as it is, beside the check. When
+            // Postgres's heads sum to no more than was indexed before the snapshot, that snapshot
+            // holds every event committed before the query (seqs only grow), and the answer
+            // stands; else the index catches up and BM25 runs again. A namespace being written
+            // to loses the flag, so it does not search twice a query.
+            if !catch_up_first && sessions.is_none() && keep_fresh && idx.quiet.load(Ordering::Relaxed) {
+                let indexed = idx.state.lock().await.sum(None);
+                let (searcher, fresh) = idx.snapshot()?;
+                let heads = async { Ok::<_, IndexError>(self.store.head_total(ns, None).await?) };
+                let (total, bm25) =
+                    tokio::try_join!(heads, self.bm25_list(&idx, (&searcher, &fresh), req, wants_vectors))?;
+                if total <= indexed {
+                    self.commit_if_due(&idx)?;
+                    return Ok((searcher, fresh, bm25));
+                }
+                idx.quiet.store(false, Ordering::Relaxed);
+            }
             if !catch_up_first {
                 catch_up().await?;
             }
@@ -372,7 +395,9 @@ impl SearchIndex {
         ranked: Vec<RankedEvent>,
     ) -> Result<Vec<Hit>, IndexError> {
         let ids: Vec<Uuid> = ranked.iter().map(|r| r.event_id).collect();
-        let events = self.store.events_by_ids(ns, &ids).await?;
+        // A hit with a stored chunk shows that chunk: only the others' contents are read.
+        let whole: Vec<Uuid> = ids.iter().filter(|id| !best_chunk.contains_key(id)).copied().collect();
+        let events = self.store.events_by_ids_content_of(ns, &ids, &whole).await?;
         let mut hits = Vec::with_capacity(ids.len());
         for (r, e) in ranked.into_iter().zip(events) {
             let mut hit = Hit {

@@ -64,6 +64,9 @@ pub(crate) struct NamespaceIndex {
     writing: tokio::sync::Mutex<()>,
     /// A commit of the fresh documents is under way or queued ([`NamespaceIndex::start_commit`]).
     commit_started: std::sync::atomic::AtomicBool,
+    /// The last namespace-wide catch-up check found nothing new: the next namespace-wide query
+    /// runs BM25 beside its check instead of after it (see `SearchIndex::ranking`).
+    pub quiet: std::sync::atomic::AtomicBool,
 }
 
 /// The right to use the index's writer: documents handed to it go into the next commit, and
@@ -215,6 +218,7 @@ impl NamespaceIndex {
             fresh: Mutex::new(Fresh::default()),
             writing: tokio::sync::Mutex::new(()),
             commit_started: std::sync::atomic::AtomicBool::new(false),
+            quiet: std::sync::atomic::AtomicBool::new(false),
         };
         let marks = ni.scan_watermarks()?;
         *ni.state.try_lock().map_err(|e| IndexError::Task(e.to_string()))? = marks;

@@ -79,10 +79,37 @@ impl Store {
     /// so the standby answers when it has them all.
     #[tracing::instrument(name = "store.events_by_ids", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "events_by_ids"))]
     pub async fn events_by_ids(&self, namespace_id: Uuid, ids: &[Uuid]) -> Result<Vec<Event>> {
-        let sql = format!("{EVENT_SELECT} WHERE e.id = ANY($1) AND e.namespace_id = $2");
+        self.read_by_ids(namespace_id, ids, None).await
+    }
+
+    /// [`Store::events_by_ids`], with the content of the events in `with_content` alone: the
+    /// others come with an empty `content`. For a search that shows its hits' stored chunks: a
+    /// hit's whole tool output (often tens of kilobytes, compressed out of line) is then neither
+    /// decompressed nor sent.
+    #[tracing::instrument(name = "store.events_by_ids", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "events_by_ids"))]
+    pub async fn events_by_ids_content_of(
+        &self,
+        namespace_id: Uuid,
+        ids: &[Uuid],
+        with_content: &[Uuid],
+    ) -> Result<Vec<Event>> {
+        self.read_by_ids(namespace_id, ids, Some(with_content)).await
+    }
+
+    async fn read_by_ids(&self, namespace_id: Uuid, ids: &[Uuid], with_content: Option<&[Uuid]>) -> Result<Vec<Event>> {
+        let select = match with_content {
+            // Only the branch taken reads the column: the others' values are never detoasted.
+            Some(_) => EVENT_SELECT.replacen("e.content", "CASE WHEN e.id = ANY($3) THEN e.content ELSE '' END", 1),
+            None => EVENT_SELECT.to_owned(),
+        };
+        let sql = format!("{select} WHERE e.id = ANY($1) AND e.namespace_id = $2");
         let sql = &sql;
         let read = |pool: PgPool| async move {
             let q = sqlx::query_as::<_, EventRow>(sqlx::AssertSqlSafe(sql.clone())).bind(ids).bind(namespace_id);
+            let q = match with_content {
+                Some(c) => q.bind(c),
+                None => q,
+            };
             Ok::<_, StoreError>(q.fetch_all(&pool).await?)
         };
         let rows = self.settled(read, |rows| settled_if(rows.len() >= ids.len(), rows)).await?;
