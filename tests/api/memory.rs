@@ -214,6 +214,18 @@ async fn the_worker_reads_a_session_and_the_reader_tools_answer_with_pointers() 
     assert!(!seg.pointer.is_empty() && !seg.summary.is_empty());
     assert!(read_lines(&f, &first.hit_pointer).await.contains("mismatched types"));
     assert!(first.facts.iter().any(|x| x.fact_type == "error"), "{:?}", first.facts);
+    // Every pointer of the answer is there and dereferences: the segments', their summary
+    // lines' and their facts' (looked up before the rows that name them were read).
+    for quote in &q.quotes {
+        let seg = quote.segment.as_ref();
+        let pointers = seg
+            .map(|s| &s.pointer)
+            .into_iter()
+            .chain(seg.into_iter().flat_map(|s| s.summary.iter().map(|l| &l.pointer)));
+        for p in pointers.chain(quote.facts.iter().map(|x| &x.pointer)) {
+            assert!(!p.is_empty() && !read_lines(&f, p).await.is_empty(), "{p:?} in {quote:?}");
+        }
+    }
     for quote in &q.quotes {
         let mut ids: Vec<&str> = quote.facts.iter().map(|x| x.id.as_str()).collect();
         let n = ids.len();

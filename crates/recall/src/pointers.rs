@@ -1,6 +1,6 @@
 //! Seqs to pointers: every answer cites `session:first-last` in the session's full view. The
 //! lines asked for are batched per session and asked once per answer.
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use memex_event::{NamespaceId, Seq, SessionId};
 use memex_pointer::{FullView, LineRange, Pointer, Stability, ViewLines};
@@ -11,11 +11,16 @@ use crate::RecallError;
 /// Most seqs asked at each end of a span: a span's pointer runs from its first placed event to
 /// its last.
 const ENDS: u64 = 24;
+/// Longest span whose every seq [`PointerBatch::want_range`] asks for.
+const WHOLE_SPAN: u64 = 256;
 
 #[derive(Default)]
 pub struct PointerBatch {
     wanted: BTreeMap<Uuid, BTreeSet<u64>>,
     known: HashMap<(Uuid, u64), ViewLines>,
+    /// Seqs asked that place no lines, and sessions the view does not have: not asked again.
+    absent: HashSet<(Uuid, u64)>,
+    gone: HashSet<Uuid>,
 }
 
 impl PointerBatch {
@@ -31,6 +36,17 @@ impl PointerBatch {
         }
     }
 
+    /// Asks for every seq of a span up to [`WHOLE_SPAN`] events (its ends beyond that): the
+    /// seqs that what lies in it (a segment's summary lines, its facts) will want, asked before
+    /// they are known.
+    pub fn want_range(&mut self, session: Uuid, first: u64, last: u64) {
+        let (first, last) = (first.min(last), first.max(last));
+        if last - first >= WHOLE_SPAN {
+            return self.want_span(session, first, last);
+        }
+        self.wanted.entry(session).or_default().extend(first..=last);
+    }
+
     pub fn want(&mut self, session: Uuid, seq: u64) {
         self.wanted.entry(session).or_default().insert(seq);
     }
@@ -41,9 +57,13 @@ impl PointerBatch {
     pub async fn resolve(&mut self, ns: Uuid, view: &dyn FullView) -> Result<(), RecallError> {
         let asks: Vec<(SessionId, Vec<Seq>)> = std::mem::take(&mut self.wanted)
             .into_iter()
+            .filter(|(session, _)| !self.gone.contains(session))
             .map(|(session, seqs)| {
-                let seqs: Vec<Seq> =
-                    seqs.into_iter().filter(|s| !self.known.contains_key(&(session, *s))).map(Seq).collect();
+                let seqs: Vec<Seq> = seqs
+                    .into_iter()
+                    .filter(|s| !self.known.contains_key(&(session, *s)) && !self.absent.contains(&(session, *s)))
+                    .map(Seq)
+                    .collect();
                 (SessionId(session), seqs)
             })
             .filter(|(_, seqs)| !seqs.is_empty())
@@ -55,12 +75,20 @@ impl PointerBatch {
         for ((session, seqs), lines) in asks.iter().zip(answers) {
             let lines = match lines {
                 Ok(l) => l,
-                Err(memex_pointer::FullViewError::SessionNotFound(_)) => continue,
+                Err(memex_pointer::FullViewError::SessionNotFound(_)) => {
+                    self.gone.insert(session.0);
+                    continue;
+                }
                 Err(e) => return Err(e.into()),
             };
             for (s, l) in seqs.iter().zip(lines) {
-                if let Some(l) = l {
-                    self.known.insert((session.0, s.0), l);
+                match l {
+                    Some(l) => {
+                        self.known.insert((session.0, s.0), l);
+                    }
+                    None => {
+                        self.absent.insert((session.0, s.0));
+                    }
                 }
             }
         }

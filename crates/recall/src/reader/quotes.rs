@@ -265,18 +265,27 @@ impl Memory {
                 segs.push(*s);
             }
         }
-        // The chosen segments' rows and their facts, at once.
+        // The chosen segments' rows, their facts and the lines of the seqs in them, at once: a
+        // segment's summary lines and facts lie in its span, which is known now.
         let missing: Vec<Uuid> = segs.iter().map(|s| s.id).filter(|id| !full.contains_key(id)).collect();
-        let (rows, facts) = tokio::try_join!(self.segment_rows(ns, &missing), self.facts_of_segments(ns, &segs))?;
-        full.extend(rows.into_iter().map(|r| (r.span.id, r)));
         let mut p = PointerBatch::default();
+        for s in &segs {
+            p.want_range(s.session_id, s.first_seq as u64, s.last_seq as u64);
+        }
+        for (_, h) in &picked {
+            p.want(h.session, h.seq);
+        }
+        let (rows, facts, ()) = tokio::try_join!(
+            self.segment_rows(ns, &missing),
+            self.facts_of_segments(ns, &segs),
+            p.resolve(ns, self.view.as_ref())
+        )?;
+        full.extend(rows.into_iter().map(|r| (r.span.id, r)));
+        // What falls outside them (a fact running past its segment, a long segment's middle).
         for s in &segs {
             if let Some(r) = full.get(&s.id) {
                 r.want(&mut p);
             }
-        }
-        for (_, h) in &picked {
-            p.want(h.session, h.seq);
         }
         for f in facts.values().flatten() {
             p.want_span(f.session, f.first_seq, f.last_seq);
