@@ -462,7 +462,8 @@ impl NamespaceIndex {
         Ok(hits)
     }
 
-    /// The best chunks of one searcher: at least every chunk scoring as high as its `limit`-th.
+    /// The best chunks of one searcher: every chunk scoring (rounded) as high as its `limit`-th,
+    /// and no other, so that the answer does not depend on how the index is cut into segments.
     fn top_hits(
         &self,
         searcher: &Searcher,
@@ -472,8 +473,11 @@ impl NamespaceIndex {
         sessions: Option<&[Term]>,
         split: Option<&TimeSplit>,
     ) -> Result<Vec<ChunkHit>, IndexError> {
-        let mut n = limit;
-        let top = loop {
+        // A little past the limit, so that the last one asked for usually scores below the
+        // limit-th and one search is enough. Asked for exactly `limit`, the last was always the
+        // limit-th itself, and every search ran a second time for four times as many.
+        let mut n = limit + (limit / 8).max(8);
+        let mut top = loop {
             let top = top_scored(searcher, stats, query, n, sessions, split)?;
             let cut = top.get(limit - 1).map(|t| stable_score(t.0));
             let complete = top.len() < n || n >= 1 << 20 || top.last().map(|t| stable_score(t.0)) < cut;
@@ -482,6 +486,9 @@ impl NamespaceIndex {
             }
             n *= 4;
         };
+        if let Some(cut) = top.get(limit - 1).map(|t| stable_score(t.0)) {
+            top.retain(|t| stable_score(t.0) >= cut);
+        }
         let mut hits = Vec::with_capacity(top.len());
         let mut cols: HashMap<u32, Arc<IdColumns>> = HashMap::new();
         for (score, addr) in top {
@@ -831,6 +838,40 @@ pub(crate) mod tests {
         let mut expected = vec![ids[0], ids[2]];
         expected.sort();
         assert_eq!(own_only, expected);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// A search answers every chunk that scores as high as its limit-th (ties included, from
+    /// every segment) and none below it: what it returns does not depend on the segments.
+    #[tokio::test]
+    async fn a_search_returns_the_ties_of_its_last_place_and_nothing_below() {
+        let dir = std::env::temp_dir().join(format!("memex-text-ties-{}", Uuid::now_v7().simple()));
+        let (idx, _) = NamespaceIndex::open(&dir, Uuid::from_u128(1)).unwrap();
+        // Three groups of ten identical texts (equal scores), each group spread over three commits.
+        let groups = ["zeta zeta zeta", "zeta zeta words", "zeta and other words here"];
+        let mut seq = 0;
+        for commit in 0..3 {
+            for (g, text) in groups.iter().enumerate() {
+                for _ in 0..(3 + usize::from(commit == 0 && g < 3)) {
+                    seq += 1;
+                    let e = event(seq, text);
+                    idx.add(&idx.writing().await, crate::doc::event_docs(&e, None, None, ChunkOptions::default(), ""))
+                        .await
+                        .unwrap();
+                }
+            }
+            idx.commit(&idx.writing().await).await.unwrap();
+        }
+        let searcher = idx.searcher();
+        assert!(searcher.segment_readers().len() > 1);
+        let terms = vec!["zeta".to_owned()];
+        let found =
+            |limit: usize| idx.search(&terms, &SearchFilter::default(), limit, 0.0, &searcher, &[]).unwrap().len();
+        assert_eq!(found(1), 10, "the first group's ties");
+        assert_eq!(found(10), 10);
+        assert_eq!(found(11), 20, "the second group whole, none of the third");
+        assert_eq!(found(21), 30);
+        assert_eq!(found(100), 30);
         let _ = std::fs::remove_dir_all(dir);
     }
 
