@@ -847,12 +847,12 @@ pub(crate) mod tests {
     async fn a_search_returns_the_ties_of_its_last_place_and_nothing_below() {
         let dir = std::env::temp_dir().join(format!("memex-text-ties-{}", Uuid::now_v7().simple()));
         let (idx, _) = NamespaceIndex::open(&dir, Uuid::from_u128(1)).unwrap();
-        // Three groups of ten identical texts (equal scores), each group spread over three commits.
+        // Three groups of ten identical texts (equal scores), each spread over three commits (4+3+3).
         let groups = ["zeta zeta zeta", "zeta zeta words", "zeta and other words here"];
         let mut seq = 0;
         for commit in 0..3 {
-            for (g, text) in groups.iter().enumerate() {
-                for _ in 0..(3 + usize::from(commit == 0 && g < 3)) {
+            for text in groups {
+                for _ in 0..(3 + usize::from(commit == 0)) {
                     seq += 1;
                     let e = event(seq, text);
                     idx.add(&idx.writing().await, crate::doc::event_docs(&e, None, None, ChunkOptions::default(), ""))
