@@ -403,7 +403,9 @@ async fn a_namespace_wide_query_after_a_quiet_one_still_sees_new_events() {
         r
     };
     for word in ["zqalpha", "zqbeta", "zqgamma"] {
-        // The first finds the index behind (it was never caught up), the second finds it current.
+        // Two searches, the second of which finds the index current (the first may catch up:
+        // the first time, nothing was indexed; later, nothing is new), so the marker's search
+        // runs BM25 beside its check and must notice the append.
         for _ in 0..2 {
             let hits = idx.search(ns.id, &ask("zqfirst")).await.unwrap().hits;
             assert_eq!(hits[0].text.as_deref(), Some("zqfirst words"));
