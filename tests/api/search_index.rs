@@ -79,6 +79,36 @@ async fn populate(srv: &TestServer, ns: &str, rounds: usize, live: Option<(&Sear
     }
 }
 
+/// The background round (`sync_all`, once a second on every replica) reads every namespace's
+/// head total in one statement: it catches up each namespace with events, indexes nothing on a
+/// quiet round, finds the one namespace written to since, and never opens the index of a
+/// namespace without sessions (the round used to visit every namespace, with a statement each).
+#[tokio::test]
+async fn a_background_round_catches_up_every_namespace_with_events_and_opens_no_other() {
+    let srv = server_or_skip!();
+    let all = memex_store::Tenant::All;
+    let (a, b) =
+        (srv.store.create_namespace("round-a").await.unwrap(), srv.store.create_namespace("round-b").await.unwrap());
+    let empty = srv.store.create_namespace("round-empty").await.unwrap();
+    let mut fa = fixture(&srv, "round-a").await;
+    fa.append(vec![ev("note", "alpha deploy cache"), ev("note", "alpha second")]).await.unwrap();
+    let mut fb = fixture(&srv, "round-b").await;
+    fb.append(vec![ev("note", "beta one"), ev("note", "beta two"), ev("note", "beta three")]).await.unwrap();
+    let dir = tmp("background-round");
+    let idx = index(&srv.store, &dir, None);
+    assert_eq!(memex_store::tenant::scope(all, idx.sync_all()).await.unwrap(), 5, "both namespaces' events");
+    assert_eq!(memex_store::tenant::scope(all, idx.sync_all()).await.unwrap(), 0, "a quiet round indexes nothing");
+    fb.append(vec![ev("note", "beta later zebra")]).await.unwrap();
+    assert_eq!(memex_store::tenant::scope(all, idx.sync_all()).await.unwrap(), 1, "only what was appended since");
+    assert!(dir.join(a.id.to_string()).exists() && dir.join(b.id.to_string()).exists());
+    assert!(!dir.join(empty.id.to_string()).exists(), "a namespace without sessions is not opened");
+    let mut r = SearchRequest::new("zebra", 5);
+    r.vector_weight = 0.0;
+    assert_eq!(idx.search(b.id, &r).await.unwrap().hits.len(), 1);
+    drop(idx);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[tokio::test]
 async fn a_rebuilt_index_answers_exactly_like_the_live_one() {
     let srv = server_or_skip!();

@@ -54,6 +54,13 @@ pub struct Conn {
 #[derive(Clone)]
 pub struct Bearer(Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>);
 
+impl Bearer {
+    /// No token: for a server with auth off.
+    pub fn none() -> Self {
+        Bearer(None)
+    }
+}
+
 impl tonic::service::Interceptor for Bearer {
     fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
         if let Some(v) = &self.0 {

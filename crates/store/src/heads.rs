@@ -35,4 +35,18 @@ impl Store {
         .await?;
         Ok(total as u64)
     }
+
+    /// Every namespace's head total ([`Store::head_total`] with no sessions), for the namespaces
+    /// with sessions the tenant sees, in one statement: what a background catch-up compares its
+    /// indexes with each round, instead of a statement (and its acquire) per namespace.
+    #[tracing::instrument(name = "store.head_totals", level = "debug", skip_all, fields(otel.kind = "client", db.system.name = "postgresql", db.operation.name = "head_totals"))]
+    pub async fn head_totals(&self) -> Result<Vec<(Uuid, u64)>> {
+        let rows: Vec<(Uuid, i64)> = sqlx::query_as(
+            "SELECT namespace_id, COALESCE(sum(next_seq - 1), 0)::int8 FROM sessions
+             GROUP BY namespace_id ORDER BY namespace_id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(|(ns, total)| (ns, total as u64)).collect())
+    }
 }

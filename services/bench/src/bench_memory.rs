@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use chrono::{DateTime, TimeDelta, Utc};
+use memex_client::Authed;
 use memex_proto::v1 as pb;
 use memex_proto::v1::memory_service_client::MemoryServiceClient;
 use memex_server::flags::ConfigArgs;
@@ -64,7 +65,22 @@ pub struct MemoryArgs {
     /// backlog beside them (the default waits until the corpus is read and the topics current).
     #[arg(long)]
     pub under_backlog: bool,
+    /// Measure the latency part against a running server (memory on, same database) instead of
+    /// one in this process, so that the load and the server share no runtime. The facts and
+    /// LoCoMo parts always start their own, since they set its memory configuration.
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    /// Only these reader tools in the latency part (comma-separated; default: all seven).
+    #[arg(long, value_delimiter = ',', value_parser = TOOLS)]
+    pub tools: Vec<String>,
+    /// API key for --endpoint (a server with auth on).
+    #[arg(long, env = "MEMEX_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
 }
+
+/// The tools the latency part measures, in order.
+const TOOLS: [&str; 7] =
+    ["find_quote", "query_facts", "expand_topic", "remember_when", "recall_all", "list_topics", "get_memory_status"];
 
 /// Where the warm-up's request numbers start: far from the measured ones, so that the topics and
 /// subjects it asks about are others.
@@ -99,20 +115,36 @@ pub async fn run(args: MemoryArgs) -> anyhow::Result<()> {
         // The corpus first, with memory off, so the worker then reads a backlog of all of it.
         let mut off = config.clone();
         off.memory.enabled = false;
-        let (conn, server, store) = super::bench::start_server_with(off, Some(&ns)).await?;
-        super::bench_pack::ensure_corpus_of(args.events, &args.traces, &conn, &store).await?;
-        server.stop().await;
-        let (conn, server, store) = super::bench::start_server_with(config.clone(), Some(&ns)).await?;
-        let r = latency(&args, &conn, &store).await;
-        server.stop().await;
-        out.insert("latency".into(), r?);
+        let r = match &args.endpoint {
+            Some(endpoint) => {
+                let store = memex_server::connect_store_as(&config, memex_store::Tenant::All)
+                    .await
+                    .context("bench needs the server's database")?;
+                let (conn, _) =
+                    super::bench::connect_or_start(Some(endpoint), &ns, args.api_key.as_deref(), &args.config).await?;
+                super::bench_pack::ensure_corpus_of(args.events, &args.traces, &conn, &store).await?;
+                latency(&args, &conn, &store).await
+            }
+            None => {
+                let (conn, server, store) = super::bench::start_server_with(off, Some(&ns)).await?;
+                super::bench_pack::ensure_corpus_of(args.events, &args.traces, &conn, &store).await?;
+                server.stop().await;
+                let (conn, server, store) = super::bench::start_server_with(config.clone(), Some(&ns)).await?;
+                let r = latency(&args, &conn, &store).await;
+                server.stop().await;
+                r
+            }
+        };
+        let mut r = r?;
+        r["server"] = json!(if args.endpoint.is_some() { "external" } else { "in-process" });
+        out.insert("latency".into(), r);
     }
     println!("{}", Value::Object(out));
     Ok(())
 }
 
 /// Waits until the worker has read every event of `ns` and the topics are current.
-async fn settle(m: &mut MemoryServiceClient<Channel>, ns: &str, patience: Duration) -> anyhow::Result<()> {
+async fn settle(m: &mut MemoryServiceClient<Authed>, ns: &str, patience: Duration) -> anyhow::Result<()> {
     let until = Instant::now() + patience;
     let mut stable = 0;
     while Instant::now() < until {
@@ -252,7 +284,7 @@ fn fact_matches(f: &pb::Fact, l: &Label) -> bool {
         && (contains(&f.subject, &l.pattern) || contains(&f.object, &l.pattern) || contains(&f.what, &l.pattern))
 }
 
-async fn all_facts(m: &mut MemoryServiceClient<Channel>, ns: &str, session: &str) -> anyhow::Result<Vec<pb::Fact>> {
+async fn all_facts(m: &mut MemoryServiceClient<Authed>, ns: &str, session: &str) -> anyhow::Result<Vec<pb::Fact>> {
     let mut out = Vec::new();
     for t in [
         "file",
@@ -328,7 +360,8 @@ async fn facts(
         let session = load_source(channel, &name, s, args).await.with_context(|| format!("loading {s}"))?;
         session_of.insert(s.clone(), (name, session));
     }
-    let mut m = MemoryServiceClient::new(channel.clone()).max_decoding_message_size(usize::MAX);
+    let mut m = MemoryServiceClient::with_interceptor(channel.clone(), memex_client::Bearer::none())
+        .max_decoding_message_size(usize::MAX);
     for (name, _) in session_of.values() {
         settle(&mut m, name, Duration::from_secs(600)).await?;
     }
@@ -600,7 +633,8 @@ async fn locomo(
     let n_conv = args.conversations.unwrap_or(data.len()).min(data.len());
     let mut sessions_client = pb::session_service_client::SessionServiceClient::new(channel.clone());
     let mut events_client = pb::event_service_client::EventServiceClient::new(channel.clone());
-    let mut m = MemoryServiceClient::new(channel.clone()).max_decoding_message_size(usize::MAX);
+    let mut m = MemoryServiceClient::with_interceptor(channel.clone(), memex_client::Bearer::none())
+        .max_decoding_message_size(usize::MAX);
     let mut questions = Vec::new();
     // (namespace, session id, seq) → dialog id.
     let mut dia: HashMap<(String, u64), String> = HashMap::new();
@@ -767,8 +801,8 @@ async fn locomo(
 
 async fn latency(args: &MemoryArgs, conn: &memex_client::Conn, store: &memex_store::Store) -> anyhow::Result<Value> {
     let ns = conn.namespace.clone();
-    let channel = conn.channel().await?;
-    let mut m = MemoryServiceClient::new(channel.clone()).max_decoding_message_size(usize::MAX);
+    let mut m = MemoryServiceClient::with_interceptor(conn.channel().await?, conn.bearer()?)
+        .max_decoding_message_size(usize::MAX);
     // The worker's throughput: events read per second of wall time until the corpus is read.
     let t0 = Instant::now();
     let lag0 = m.get_memory_status(pb::GetMemoryStatusRequest { namespace: ns.clone() }).await?.into_inner().lag_events;
@@ -836,9 +870,7 @@ async fn latency(args: &MemoryArgs, conn: &memex_client::Conn, store: &memex_sto
     ];
     let mut results = serde_json::Map::new();
     println!("{:<14} {:>8} {:>9} {:>9} {:>9} {:>7}", "tool", "rate/s", "p50 ms", "p99 ms", "max ms", "errors");
-    for tool in
-        ["find_quote", "query_facts", "expand_topic", "remember_when", "recall_all", "list_topics", "get_memory_status"]
-    {
+    for &tool in TOOLS.iter().filter(|t| args.tools.is_empty() || args.tools.iter().any(|a| a == *t)) {
         let (topics, subjects, ns) = (topics.clone(), subjects.clone(), ns.clone());
         let m = m.clone();
         let call = move |i: usize| {
