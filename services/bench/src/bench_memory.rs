@@ -9,7 +9,7 @@
 //!   hits themselves), and the tokens a reader is handed per question;
 //! - **latency** (`--events N`): the worker's throughput reading a corpus of N events of real
 //!   trajectories (the pack bench's corpus), then each reader tool's p50/p99 under an open-loop
-//!   load.
+//!   load; with `--endpoint`, against a server in a process of its own.
 //!
 //! Last line JSON. LoCoMo is CC BY-NC: read from the path given, never copied.
 use std::collections::{BTreeMap, HashMap};
