@@ -170,3 +170,26 @@ fn zstd_compress(bytes: &[u8]) -> Vec<u8> {
     // The store compresses with zstd; a frame made here decodes the same way.
     zstd::bulk::compress(bytes, 3).unwrap()
 }
+
+/// A search that shows its hits' stored chunks reads the events with the content of the ones it
+/// shows alone: the others come back whole but with an empty content (never detoasted), in the
+/// order asked, with their other fields.
+#[tokio::test]
+async fn a_content_light_read_carries_only_the_contents_asked_for() {
+    let srv = server_or_skip!();
+    let mut f = fixture(&srv, "content-of").await;
+    let r = f
+        .append(vec![ev("note", "first text"), ev("assistant_message", "second text"), ev("note", "third text")])
+        .await
+        .unwrap();
+    let ns = srv.store.namespace("content-of").await.unwrap().id;
+    let ids: Vec<uuid::Uuid> = r.event_ids.iter().map(|s| s.parse().unwrap()).collect();
+    let read = srv.store.events_by_ids_content_of(ns, &[ids[2], ids[1], ids[0]], &[ids[1]]).await.unwrap();
+    let got: Vec<(u64, &str, &str)> = read.iter().map(|e| (e.seq, e.kind.as_str(), e.content.as_str())).collect();
+    assert_eq!(got, vec![(3, "note", ""), (2, "assistant_message", "second text"), (1, "note", "")]);
+    let whole = srv.store.events_by_ids(ns, &ids).await.unwrap();
+    assert_eq!(
+        whole.iter().map(|e| e.content.as_str()).collect::<Vec<_>>(),
+        ["first text", "second text", "third text"]
+    );
+}

@@ -39,16 +39,31 @@ pub(crate) type EventRow = (
     Option<i64>,
 );
 
-/// Events with their artifact's size and media type. The artifact is looked up per event (LATERAL
-/// … LIMIT 1 keeps the planner from flattening it): as a plain join, a namespace with few artifacts
-/// got a hash join that scanned the whole artifacts table on every read of a few events.
-pub(crate) const EVENT_SELECT: &str =
-    "SELECT e.id, e.session_id, e.seq, e.kind, e.content, e.agent_id, e.task_id, e.tool_name,
+/// The event select with `$content` as its content column: one text for both selects below, so
+/// that neither can drift from the other's columns (or from [`EventRow`]).
+macro_rules! event_select {
+    ($content:literal) => {
+        concat!(
+            "SELECT e.id, e.session_id, e.seq, e.kind, ",
+            $content,
+            ", e.agent_id, e.task_id, e.tool_name,
         e.tool_call_id, e.event_time, e.ingest_time, e.metadata, e.artifact_id, a.size, a.media_type,
         e.task_state_version
  FROM events e
  LEFT JOIN LATERAL (SELECT a.size, a.media_type FROM artifacts a
-                    WHERE a.namespace_id = e.namespace_id AND a.id = e.artifact_id LIMIT 1) a ON true";
+                    WHERE a.namespace_id = e.namespace_id AND a.id = e.artifact_id LIMIT 1) a ON true"
+        )
+    };
+}
+
+/// Events with their artifact's size and media type. The artifact is looked up per event (LATERAL
+/// … LIMIT 1 keeps the planner from flattening it): as a plain join, a namespace with few artifacts
+/// got a hash join that scanned the whole artifacts table on every read of a few events.
+pub(crate) const EVENT_SELECT: &str = event_select!("e.content");
+
+/// [`EVENT_SELECT`] reading the content of the events in `$3` alone (the others' is `''`): only
+/// the branch taken reads the column, so the others' values are never detoasted.
+const EVENT_SELECT_CONTENT_OF: &str = event_select!("CASE WHEN e.id = ANY($3) THEN e.content ELSE '' END");
 
 pub(crate) fn event_from_row(r: EventRow) -> Event {
     let artifact = match (r.12.as_deref().and_then(ArtifactId::from_slice), r.13, r.14) {
@@ -97,11 +112,7 @@ impl Store {
     }
 
     async fn read_by_ids(&self, namespace_id: Uuid, ids: &[Uuid], with_content: Option<&[Uuid]>) -> Result<Vec<Event>> {
-        let select = match with_content {
-            // Only the branch taken reads the column: the others' values are never detoasted.
-            Some(_) => EVENT_SELECT.replacen("e.content", "CASE WHEN e.id = ANY($3) THEN e.content ELSE '' END", 1),
-            None => EVENT_SELECT.to_owned(),
-        };
+        let select = if with_content.is_some() { EVENT_SELECT_CONTENT_OF } else { EVENT_SELECT };
         let sql = format!("{select} WHERE e.id = ANY($1) AND e.namespace_id = $2");
         let sql = &sql;
         let read = |pool: PgPool| async move {
