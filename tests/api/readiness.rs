@@ -61,9 +61,10 @@ async fn ready_only_after_migrations_and_index_catch_up() {
     assert_eq!(status(&endpoint, memex_server::LIVENESS).await, None, "serving before the migrations");
     assert!(!server.is_finished(), "a replica waits for the migrations instead of failing");
 
-    // The index cannot catch up while the namespaces are locked: alive, not ready.
+    // The index cannot catch up while the sessions (whose heads it reads) are locked: alive, not
+    // ready.
     let mut lock = pool.begin().await.unwrap();
-    sqlx::query("LOCK TABLE namespaces IN ACCESS EXCLUSIVE MODE").execute(&mut *lock).await.unwrap();
+    sqlx::query("LOCK TABLE sessions IN ACCESS EXCLUSIVE MODE").execute(&mut *lock).await.unwrap();
     sqlx::query("UPDATE _sqlx_migrations SET success = true").execute(&pool).await.unwrap();
     wait_for(&endpoint, memex_server::LIVENESS, ServingStatus::Serving, Duration::from_secs(10)).await;
     for _ in 0..10 {
