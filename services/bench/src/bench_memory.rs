@@ -936,7 +936,18 @@ async fn latency(args: &MemoryArgs, conn: &memex_client::Conn, store: &memex_sto
             r.errors(),
             r.codes()
         );
-        results.insert(tool.into(), r.json());
+        // The search-backed tools ask the fixed queries in turn: which of them makes the tail.
+        let mut json = r.json();
+        if matches!(tool, "find_quote" | "remember_when") {
+            let mut by_query = Vec::new();
+            for (k, q) in queries.iter().enumerate() {
+                let (p50, p99, max) = r.of_key(k, queries.len());
+                println!("  {:<48} {p50:>9.2} {p99:>9.2} {max:>9.2}", format!("\"{q}\""));
+                by_query.push(json!({"query": q, "p50_ms": p50, "p99_ms": p99, "max_ms": max}));
+            }
+            json["by_query"] = by_query.into();
+        }
+        results.insert(tool.into(), json);
     }
     Ok(
         json!({"events": args.events, "namespace": ns, "worker": {"under_backlog": args.under_backlog, "events": lag0, "seconds": read_secs, "events_per_sec": throughput,
@@ -952,6 +963,8 @@ pub(crate) struct LoadResult {
     pub max: f64,
     /// Errors by gRPC status code (`ResourceExhausted`: refused by admission, not failed).
     pub error_codes: std::collections::BTreeMap<String, u64>,
+    /// Each call's latency in µs, by its index (`None`: its task panicked).
+    pub calls: Vec<Option<u64>>,
 }
 
 impl LoadResult {
@@ -963,6 +976,17 @@ impl LoadResult {
     pub fn json(&self) -> serde_json::Value {
         json!({"rate": self.rate, "p50_ms": self.p50, "p99_ms": self.p99, "max_ms": self.max,
                "errors": self.errors(), "error_codes": self.error_codes})
+    }
+
+    /// p50 / p99 / max in ms of the calls whose index is `key` modulo `of`: one of the bench's
+    /// fixed queries, when the calls take them in turn.
+    pub fn of_key(&self, key: usize, of: usize) -> (f64, f64, f64) {
+        let mut h = hdrhistogram::Histogram::<u64>::new(3).expect("a histogram");
+        for us in self.calls.iter().skip(key).step_by(of.max(1)).flatten() {
+            let _ = h.record(*us);
+        }
+        let ms = |v: u64| v as f64 / 1000.0;
+        (ms(h.value_at_quantile(0.5)), ms(h.value_at_quantile(0.99)), ms(h.max()))
     }
 
     /// The error codes as `Code×n` pairs, for the text report.
@@ -994,8 +1018,11 @@ where
     }
     let mut h = hdrhistogram::Histogram::<u64>::new(3).expect("a histogram");
     let mut error_codes = std::collections::BTreeMap::new();
+    let mut calls = Vec::with_capacity(n);
     for x in handles {
-        if let Ok((d, err)) = x.await {
+        let joined = x.await;
+        calls.push(joined.as_ref().ok().map(|(d, _)| d.as_micros() as u64));
+        if let Ok((d, err)) = joined {
             let _ = h.record(d.as_micros() as u64);
             if let Some(code) = err {
                 *error_codes.entry(format!("{code:?}")).or_insert(0) += 1;
@@ -1009,5 +1036,32 @@ where
         p99: ms(0.99),
         max: h.max() as f64 / 1000.0,
         error_codes,
+        calls,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LoadResult;
+
+    #[test]
+    fn a_query_s_figures_are_those_of_its_own_calls() {
+        // Three queries in turn; the second is the slow one, and one of the third's calls failed.
+        let calls = (0..30).map(|i| if i == 8 { None } else { Some(1_000 + 10_000 * (i % 3 == 1) as u64) });
+        let r = LoadResult {
+            rate: 1.0,
+            p50: 0.0,
+            p99: 0.0,
+            max: 0.0,
+            error_codes: Default::default(),
+            calls: calls.collect(),
+        };
+        // The histogram keeps three significant digits.
+        let near = |a: f64, b: f64| (a - b).abs() < 0.05;
+        let (p50, p99, max) = r.of_key(0, 3);
+        assert!(near(p50, 1.0) && near(p99, 1.0) && near(max, 1.0), "{p50} {p99} {max}");
+        let (p50, _, max) = r.of_key(1, 3);
+        assert!(near(p50, 11.0) && near(max, 11.0), "{p50} {max}");
+        assert!(near(r.of_key(2, 3).2, 1.0));
     }
 }
