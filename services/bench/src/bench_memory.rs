@@ -947,6 +947,16 @@ async fn latency(args: &MemoryArgs, conn: &memex_client::Conn, store: &memex_sto
             }
             json["by_query"] = by_query.into();
         }
+        // ExpandTopic alternates its depths: which one makes the tail.
+        if tool == "expand_topic" {
+            let mut by_depth = serde_json::Map::new();
+            for (k, depth) in ["summary", "segments"].iter().enumerate() {
+                let (p50, p99, max) = r.of_key(k, 2);
+                println!("  {:<48} {p50:>9.2} {p99:>9.2} {max:>9.2}", format!("depth {depth}"));
+                by_depth.insert((*depth).into(), json!({"p50_ms": p50, "p99_ms": p99, "max_ms": max}));
+            }
+            json["by_depth"] = by_depth.into();
+        }
         results.insert(tool.into(), json);
     }
     Ok(
