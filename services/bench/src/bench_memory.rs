@@ -936,25 +936,27 @@ async fn latency(args: &MemoryArgs, conn: &memex_client::Conn, store: &memex_sto
             r.errors(),
             r.codes()
         );
-        // The search-backed tools ask the fixed queries in turn: which of them makes the tail.
+        // The search-backed tools ask the fixed queries in turn, ExpandTopic alternates its
+        // depths: which of them makes the tail.
         let mut json = r.json();
         if matches!(tool, "find_quote" | "remember_when") {
-            let mut by_query = Vec::new();
-            for (k, q) in queries.iter().enumerate() {
-                let (p50, p99, max) = r.of_key(k, queries.len());
-                println!("  {:<48} {p50:>9.2} {p99:>9.2} {max:>9.2}", format!("\"{q}\""));
-                by_query.push(json!({"query": q, "p50_ms": p50, "p99_ms": p99, "max_ms": max}));
-            }
+            let by_query: Vec<serde_json::Value> = queries
+                .iter()
+                .enumerate()
+                .map(|(k, q)| {
+                    let mut f = r.print_part(k, queries.len(), &format!("\"{q}\""));
+                    f["query"] = (*q).into();
+                    f
+                })
+                .collect();
             json["by_query"] = by_query.into();
         }
-        // ExpandTopic alternates its depths: which one makes the tail.
         if tool == "expand_topic" {
-            let mut by_depth = serde_json::Map::new();
-            for (k, depth) in ["summary", "segments"].iter().enumerate() {
-                let (p50, p99, max) = r.of_key(k, 2);
-                println!("  {:<48} {p50:>9.2} {p99:>9.2} {max:>9.2}", format!("depth {depth}"));
-                by_depth.insert((*depth).into(), json!({"p50_ms": p50, "p99_ms": p99, "max_ms": max}));
-            }
+            let by_depth: serde_json::Map<String, serde_json::Value> = ["summary", "segments"]
+                .iter()
+                .enumerate()
+                .map(|(k, depth)| ((*depth).to_owned(), r.print_part(k, 2, &format!("depth {depth}"))))
+                .collect();
             json["by_depth"] = by_depth.into();
         }
         results.insert(tool.into(), json);
@@ -991,12 +993,14 @@ impl LoadResult {
     /// p50 / p99 / max in ms of the calls whose index is `key` modulo `of`: one of the bench's
     /// fixed queries, when the calls take them in turn.
     pub fn of_key(&self, key: usize, of: usize) -> (f64, f64, f64) {
-        let mut h = hdrhistogram::Histogram::<u64>::new(3).expect("a histogram");
-        for us in self.calls.iter().skip(key).step_by(of.max(1)).flatten() {
-            let _ = h.record(*us);
-        }
-        let ms = |v: u64| v as f64 / 1000.0;
-        (ms(h.value_at_quantile(0.5)), ms(h.value_at_quantile(0.99)), ms(h.max()))
+        figures(self.calls.iter().skip(key).step_by(of.max(1)).flatten().copied())
+    }
+
+    /// Prints [`LoadResult::of_key`] as a line of the text report, labelled; its JSON figures.
+    fn print_part(&self, key: usize, of: usize, label: &str) -> serde_json::Value {
+        let (p50, p99, max) = self.of_key(key, of);
+        println!("  {label:<48} {p50:>9.2} {p99:>9.2} {max:>9.2}");
+        json!({"p50_ms": p50, "p99_ms": p99, "max_ms": max})
     }
 
     /// The error codes as `Code×n` pairs, for the text report.
@@ -1026,28 +1030,27 @@ where
             (sent.elapsed(), r.err().map(|e| e.code()))
         }));
     }
-    let mut h = hdrhistogram::Histogram::<u64>::new(3).expect("a histogram");
     let mut error_codes = std::collections::BTreeMap::new();
     let mut calls = Vec::with_capacity(n);
     for x in handles {
         let joined = x.await;
         calls.push(joined.as_ref().ok().map(|(d, _)| d.as_micros() as u64));
-        if let Ok((d, err)) = joined {
-            let _ = h.record(d.as_micros() as u64);
-            if let Some(code) = err {
-                *error_codes.entry(format!("{code:?}")).or_insert(0) += 1;
-            }
+        if let Ok((_, Some(code))) = joined {
+            *error_codes.entry(format!("{code:?}")).or_insert(0) += 1;
         }
     }
-    let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
-    LoadResult {
-        rate: n as f64 / start.elapsed().as_secs_f64(),
-        p50: ms(0.5),
-        p99: ms(0.99),
-        max: h.max() as f64 / 1000.0,
-        error_codes,
-        calls,
+    let (p50, p99, max) = figures(calls.iter().flatten().copied());
+    LoadResult { rate: n as f64 / start.elapsed().as_secs_f64(), p50, p99, max, error_codes, calls }
+}
+
+/// p50 / p99 / max in ms of latencies in µs.
+fn figures(us: impl Iterator<Item = u64>) -> (f64, f64, f64) {
+    let mut h = hdrhistogram::Histogram::<u64>::new(3).expect("a histogram");
+    for v in us {
+        let _ = h.record(v);
     }
+    let ms = |v: u64| v as f64 / 1000.0;
+    (ms(h.value_at_quantile(0.5)), ms(h.value_at_quantile(0.99)), ms(h.max()))
 }
 
 #[cfg(test)]
