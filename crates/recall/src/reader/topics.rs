@@ -139,12 +139,18 @@ impl Memory {
         Err(RecallError::NotFound(format!("topic {tag:?}")))
     }
 
-    /// The topic's segments, newest first (a subtopic's: those carrying its co-tag too). Each
-    /// alias's newest entries are read from `memory_segment_tags` in index order, a subtopic's
-    /// checked for a co-tag by key; only the chosen segments are read.
-    async fn topic_segments(&self, ns: Uuid, t: &TopicRow, limit: usize) -> Result<(Vec<SegRow>, u32), RecallError> {
-        let rows: Vec<SegRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "SELECT {SEG_COLUMNS} FROM (
+    /// The topic's segments, newest first (a subtopic's: those carrying its co-tag too), by id
+    /// and stored summary count: their summaries are read for those that can fit
+    /// ([`Memory::segments_by_id`]). Each alias's newest entries are read from
+    /// `memory_segment_tags` in index order, a subtopic's checked for a co-tag by key.
+    async fn topic_segments(
+        &self,
+        ns: Uuid,
+        t: &TopicRow,
+        limit: usize,
+    ) -> Result<(Vec<(Uuid, usize)>, u32), RecallError> {
+        let rows: Vec<(Uuid, i32)> = sqlx::query_as(
+            "SELECT s.id, s.summary_tokens FROM (
                  SELECT DISTINCT h.segment_id, h.end_time, h.session_id, h.first_seq FROM unnest($2::text[]) AS a(tag)
                  CROSS JOIN LATERAL (
                      SELECT t.segment_id, t.end_time, t.session_id, t.first_seq FROM memory_segment_tags t
@@ -155,8 +161,8 @@ impl Memory {
                      ORDER BY t.end_time DESC, t.session_id, t.first_seq DESC LIMIT $4) h
                  ORDER BY h.end_time DESC, h.session_id, h.first_seq DESC LIMIT $4) x
              JOIN memory_segments s ON s.namespace_id = $1 AND s.id = x.segment_id
-             ORDER BY s.end_time DESC, s.session_id, s.first_seq DESC"
-        )))
+             ORDER BY s.end_time DESC, s.session_id, s.first_seq DESC",
+        )
         .bind(ns)
         .bind(&t.aliases)
         .bind(&t.with_tags)
@@ -164,7 +170,32 @@ impl Memory {
         .fetch_all(self.store.pool())
         .await?;
         let omitted = (t.segments.max(0) as usize).saturating_sub(rows.len()) as u32;
-        Ok((rows, omitted))
+        Ok((rows.into_iter().map(|(id, n)| (id, n.max(0) as usize)).collect(), omitted))
+    }
+
+    /// Reads the segments `ids` into `rows` and asks `p` for their pointers.
+    async fn segments_by_id(
+        &self,
+        ns: Uuid,
+        ids: &[Uuid],
+        rows: &mut HashMap<Uuid, SegRow>,
+        p: &mut PointerBatch,
+    ) -> Result<(), RecallError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let read: Vec<SegRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {SEG_COLUMNS} FROM memory_segments s WHERE s.namespace_id = $1 AND s.id = ANY($2)"
+        )))
+        .bind(ns)
+        .bind(ids)
+        .fetch_all(self.store.pool())
+        .await?;
+        for s in read {
+            s.want(p);
+            rows.insert(s.span.id, s);
+        }
+        Ok(())
     }
 
     pub async fn expand_topic(
@@ -184,54 +215,68 @@ impl Memory {
             return Err(RecallError::invalid("max_tokens", format!("at most {MAX_TEXT_TOKENS}, got {max_tokens}")));
         }
         let row = self.topic_row(ns, tag.trim()).await?;
-        let mut p = PointerBatch::default();
-        let lines = row.want(&mut p)?;
-        let (segs, mut omitted) = match depth {
-            Depth::Summary => (Vec::new(), 0),
-            _ => self.topic_segments(ns, &row, self.config.topic_segments).await?,
-        };
-        for s in &segs {
-            s.want(&mut p);
-        }
-        p.resolve(ns, self.view.as_ref()).await?;
-        let topic = row.view(&lines, &p);
         let budget = match (depth, max_tokens) {
             (_, n) if n > 0 => n,
             (Depth::Full, _) => DEFAULT_FULL_TOKENS,
             _ => DEFAULT_SEGMENTS_TOKENS,
         };
+        let mut p = PointerBatch::default();
+        let lines = row.want(&mut p)?;
+        // The topic's own text first (its pointers are most of it), beside the list of its
+        // segments: what it leaves decides which segments are read.
+        let heads = async {
+            match depth {
+                Depth::Summary => Ok((Vec::new(), 0)),
+                _ => self.topic_segments(ns, &row, self.config.topic_segments).await,
+            }
+        };
+        let ((heads, mut omitted), ()) = tokio::try_join!(heads, p.resolve(ns, self.view.as_ref()))?;
+        let topic = row.view(&lines, &p);
         let mut text = topic_text(&topic);
         let mut used = self.count(&text);
+        // A segment whose summary alone (as counted when it was written) is more than what is
+        // left is not read: its block holds that summary and more. What is left only shrinks, so
+        // the segments read here are all the loop can show; a large topic's summary leaves room
+        // for a few of its 50 newest, and only those have their pointers looked up.
+        let fits = |tokens: usize, used: usize| tokens <= budget.saturating_sub(used);
+        let wanted: Vec<Uuid> = heads.iter().filter(|(_, n)| fits(*n, used)).map(|(id, _)| *id).collect();
+        let mut rows: HashMap<Uuid, SegRow> = HashMap::new();
+        self.segments_by_id(ns, &wanted, &mut rows, &mut p).await?;
+        p.resolve(ns, self.view.as_ref()).await?;
         let mut shown: Vec<SegmentView> = Vec::new();
-        if depth != Depth::Summary {
-            for s in &segs {
-                let view = s.view(&p);
-                let body = match depth {
-                    Depth::Segments => {
-                        let mut b = String::new();
-                        render_lines(&mut b, &view.summary);
-                        b
-                    }
-                    _ => self.full_text(ns, &view, self.view.as_ref()).await?,
-                };
-                let block = format!(
-                    "\n### {} ({}, {} turns; {})\n{}",
-                    view.pointer,
-                    view.start.format("%Y-%m-%d %H:%M"),
-                    view.turns,
-                    view.tags.iter().take(5).cloned().collect::<Vec<_>>().join(", "),
-                    body
-                );
-                // Most blocks of a large topic do not fit what is left: counting stops past it.
-                let n = self.counter.count_up_to(&block, budget.saturating_sub(used));
-                if used + n > budget {
-                    omitted += 1;
-                    continue;
+        for &(id, tokens) in &heads {
+            let left = budget.saturating_sub(used);
+            // Gone since it was listed (the worker merged it into another): left out too.
+            let Some(s) = rows.get(&id).filter(|_| fits(tokens, used)) else {
+                omitted += 1;
+                continue;
+            };
+            let view = s.view(&p);
+            let body = match depth {
+                Depth::Segments => {
+                    let mut b = String::new();
+                    render_lines(&mut b, &view.summary);
+                    b
                 }
-                used += n;
-                text.push_str(&block);
-                shown.push(view);
+                _ => self.full_text(ns, &view, self.view.as_ref()).await?,
+            };
+            let block = format!(
+                "\n### {} ({}, {} turns; {})\n{}",
+                view.pointer,
+                view.start.format("%Y-%m-%d %H:%M"),
+                view.turns,
+                view.tags.iter().take(5).cloned().collect::<Vec<_>>().join(", "),
+                body
+            );
+            // Most blocks of a large topic do not fit what is left: counting stops past it.
+            let n = self.counter.count_up_to(&block, left);
+            if n > left {
+                omitted += 1;
+                continue;
             }
+            used += n;
+            text.push_str(&block);
+            shown.push(view);
         }
         // Never over budget: a summary alone past it is cut on a line.
         if used > budget.max(1) {
