@@ -84,9 +84,9 @@ pub(crate) struct SegRow {
     pub tags: Vec<String>,
     pub primary_tag: Option<String>,
     /// Decoded straight from the column's JSON, without a `serde_json::Value` between: a reader
-    /// answer reads tens of these.
+    /// answer reads tens of these. (`summary_text`, its lines joined, is not read: it would
+    /// double what each row brings.)
     pub summary: sqlx::types::Json<Summary>,
-    pub summary_text: String,
     pub summary_tokens: i32,
     pub group_seq: i64,
     pub closed: bool,
@@ -104,7 +104,7 @@ pub(crate) struct SegSpan {
 }
 
 pub(crate) const SEG_COLUMNS: &str = "s.id, s.session_id, s.first_seq, s.last_seq, s.start_time, s.end_time, s.turns, s.tags, \
-     s.primary_tag, s.summary, s.summary_text, s.summary_tokens, s.group_seq, s.closed";
+     s.primary_tag, s.summary, s.summary_tokens, s.group_seq, s.closed";
 
 impl SegRow {
     /// Asks `p` for the pointers of the segment and its summary's lines.
@@ -225,7 +225,7 @@ impl Memory {
                     seq: r.first_seq as u64,
                     kind: "segment".into(),
                     score: 0.0,
-                    text: full.get(&r.id).map(|f| f.summary_text.clone()).unwrap_or_default(),
+                    text: full.get(&r.id).map(|f| f.summary.render()).unwrap_or_default(),
                     lines: None,
                 })
                 .collect()
@@ -342,7 +342,8 @@ impl Memory {
         .bind(SCAN_SEGMENTS)
         .fetch_all(self.store.pool())
         .await?;
-        let texts: Vec<&str> = rows.iter().map(|r| r.summary_text.as_str()).collect();
+        let texts: Vec<String> = rows.iter().map(|r| r.summary.render()).collect();
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
         let scores = memex_rank::bm25_scores(&req.query, &texts, memex_rank::Bm25Params::default());
         let mut order: Vec<usize> = (0..rows.len()).filter(|&i| scores[i] > 0.0).collect();
         order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(rows[a].span.id.cmp(&rows[b].span.id)));
