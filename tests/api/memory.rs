@@ -431,6 +431,10 @@ async fn expanding_past_the_budget_pages_the_coldest_topics_out() {
         .topics;
     assert!(topics.len() >= 3, "{topics:?}");
     let mut paged = Vec::new();
+    // Each topic's cost at full depth and at its summary (rendered, pointers included), as a
+    // reader with no working set is told.
+    let mut full = std::collections::HashMap::new();
+    let mut summary = std::collections::HashMap::new();
     for t in &topics {
         let x = m
             .expand_topic(pb::ExpandTopicRequest {
@@ -445,10 +449,30 @@ async fn expanding_past_the_budget_pages_the_coldest_topics_out() {
             .into_inner();
         assert!(x.working_set_tokens <= x.working_set_budget.max(x.tokens), "{x:?}");
         assert_eq!(x.working_set_budget, 150);
+        full.insert(t.tag.clone(), x.tokens);
         paged.extend(x.paged_out);
+        let s = m
+            .expand_topic(pb::ExpandTopicRequest {
+                namespace: f.ns.clone(),
+                tag: t.tag.clone(),
+                depth: "summary".into(),
+                max_tokens: 600,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        summary.insert(t.tag.clone(), s.tokens);
     }
     assert!(!paged.is_empty(), "nothing paged out");
     assert!(paged.iter().all(|p| p.action == "collapsed" || p.action == "dropped"));
+    // A collapsed topic is kept at what its summary costs as shown, not at the summary's lines
+    // without their pointers.
+    let collapsed: Vec<&pb::PageOut> = paged.iter().filter(|p| p.action == "collapsed").collect();
+    assert!(!collapsed.is_empty(), "{paged:?}");
+    for p in collapsed {
+        assert_eq!(p.freed_tokens, full[&p.tag] - summary[&p.tag], "{p:?}: full {full:?}, summary {summary:?}");
+    }
 }
 
 #[derive(Debug, PartialEq)]

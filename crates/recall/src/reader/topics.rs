@@ -234,6 +234,7 @@ impl Memory {
         let topic = row.view(&lines, &p);
         let mut text = topic_text(&topic);
         let mut used = self.count(&text);
+        let summary_used = used;
         // A segment whose summary alone (as counted when it was written) is more than what is
         // left is not read: its block holds that summary and more. What is left only shrinks, so
         // the segments read here are all the loop can show; a large topic's summary leaves room
@@ -295,10 +296,11 @@ impl Memory {
             working_set_budget: self.config.working_set_tokens as u32,
         };
         if !reader.is_empty() {
-            let summary_tokens = out.topic.summary_tokens as usize;
-            let (ws, paged) = self
-                .with_working_set(ns, reader, |ws| ws.touch(&out.topic.tag, depth, used, summary_tokens.min(used)))
-                .await?;
+            // Collapsed, the topic costs its summary as shown (its pointers are most of it), cut
+            // to the budget as the summary depth would be; not the stored count of its lines.
+            let summary_tokens = summary_used.min(used);
+            let (ws, paged) =
+                self.with_working_set(ns, reader, |ws| ws.touch(&out.topic.tag, depth, used, summary_tokens)).await?;
             out.paged_out = paged;
             out.working_set_tokens = ws.used() as u32;
             out.working_set_budget = ws.budget as u32;
