@@ -103,7 +103,7 @@ pub(crate) struct SegSpan {
     pub end_time: DateTime<Utc>,
 }
 
-pub(crate) const SEG_COLUMNS: &str = "s.id, s.session_id, s.first_seq, s.last_seq, s.start_time, s.end_time, s.turns, s.tags, \
+const SEG_COLUMNS: &str = "s.id, s.session_id, s.first_seq, s.last_seq, s.start_time, s.end_time, s.turns, s.tags, \
      s.primary_tag, s.summary, s.summary_tokens, s.group_seq, s.closed";
 
 impl SegRow {
@@ -353,7 +353,7 @@ impl Memory {
     }
 
     /// The full rows of segments `ids` (those still there).
-    async fn segment_rows(&self, ns: Uuid, ids: &[Uuid]) -> Result<Vec<SegRow>, RecallError> {
+    pub(super) async fn segment_rows(&self, ns: Uuid, ids: &[Uuid]) -> Result<Vec<SegRow>, RecallError> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }

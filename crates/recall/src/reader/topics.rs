@@ -9,7 +9,7 @@ use memex_memory::tags::normalize_tag;
 use memex_pointer::FullView;
 use uuid::Uuid;
 
-use super::quotes::{SEG_COLUMNS, SegRow};
+use super::quotes::SegRow;
 use super::{LineView, Memory, Recalled, SegmentView, TopicPage, TopicView, check_reader};
 use crate::RecallError;
 use crate::pointers::PointerBatch;
@@ -141,7 +141,7 @@ impl Memory {
 
     /// The topic's segments, newest first (a subtopic's: those carrying its co-tag too), by id
     /// and stored summary count: their summaries are read for those that can fit
-    /// ([`Memory::segments_by_id`]). Each alias's newest entries are read from
+    /// ([`Memory::segment_rows`]). Each alias's newest entries are read from
     /// `memory_segment_tags` in index order, a subtopic's checked for a co-tag by key.
     async fn topic_segments(
         &self,
@@ -171,31 +171,6 @@ impl Memory {
         .await?;
         let omitted = (t.segments.max(0) as usize).saturating_sub(rows.len()) as u32;
         Ok((rows.into_iter().map(|(id, n)| (id, n.max(0) as usize)).collect(), omitted))
-    }
-
-    /// Reads the segments `ids` into `rows` and asks `p` for their pointers.
-    async fn segments_by_id(
-        &self,
-        ns: Uuid,
-        ids: &[Uuid],
-        rows: &mut HashMap<Uuid, SegRow>,
-        p: &mut PointerBatch,
-    ) -> Result<(), RecallError> {
-        if ids.is_empty() {
-            return Ok(());
-        }
-        let read: Vec<SegRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "SELECT {SEG_COLUMNS} FROM memory_segments s WHERE s.namespace_id = $1 AND s.id = ANY($2)"
-        )))
-        .bind(ns)
-        .bind(ids)
-        .fetch_all(self.store.pool())
-        .await?;
-        for s in read {
-            s.want(p);
-            rows.insert(s.span.id, s);
-        }
-        Ok(())
     }
 
     pub async fn expand_topic(
@@ -239,16 +214,20 @@ impl Memory {
         // left is not read: its block holds that summary and more. What is left only shrinks, so
         // the segments read here are all the loop can show; a large topic's summary leaves room
         // for a few of its 50 newest, and only those have their pointers looked up.
-        let fits = |tokens: usize, used: usize| tokens <= budget.saturating_sub(used);
-        let wanted: Vec<Uuid> = heads.iter().filter(|(_, n)| fits(*n, used)).map(|(id, _)| *id).collect();
+        let left = budget.saturating_sub(used);
+        let wanted: Vec<Uuid> = heads.iter().filter(|(_, n)| *n <= left).map(|(id, _)| *id).collect();
         let mut rows: HashMap<Uuid, SegRow> = HashMap::new();
-        self.segments_by_id(ns, &wanted, &mut rows, &mut p).await?;
+        for s in self.segment_rows(ns, &wanted).await? {
+            s.want(&mut p);
+            rows.insert(s.span.id, s);
+        }
         p.resolve(ns, self.view.as_ref()).await?;
         let mut shown: Vec<SegmentView> = Vec::new();
         for &(id, tokens) in &heads {
             let left = budget.saturating_sub(used);
-            // Gone since it was listed (the worker merged it into another): left out too.
-            let Some(s) = rows.get(&id).filter(|_| fits(tokens, used)) else {
+            // Left out: its summary alone is more than what is left, or it is gone since it was
+            // listed (the worker merged it into another).
+            let Some(s) = rows.get(&id).filter(|_| tokens <= left) else {
                 omitted += 1;
                 continue;
             };
